@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import msgspec
 import uvloop
-from redis.exceptions import RedisError
 from rich.table import Table
 
 from almanac.bench import cores as cpu_cores
@@ -28,6 +27,7 @@ from almanac.client.aio import AsyncClient
 from almanac.client.command_sender import CommandSender
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
+from almanac.projections.read_model_queries import ReadModels
 from almanac.services import bootstrap
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import Settings
@@ -231,65 +231,24 @@ class _Block(msgspec.Struct):
     in_load: set[int]  # the rooms the load sent to (out of step, the last fresh rooms may get none)
 
 
-def _entry_id(text: bytes | str | None) -> tuple[int, int]:
-    """A stream entry id ("1700000000000-3") as a number pair; nothing yet as (0, 0)."""
-    if not text:
-        return (0, 0)
-    millis, _, sequence = (text.decode() if isinstance(text, bytes) else text).partition("-")
-    return (int(millis), int(sequence or 0))
-
-
-def behind_shards(heads: list[Any], cursors: dict[str, list[Any]],
-                  optional: frozenset[str] = frozenset({"notifier"})) -> dict[str, list[int]]:
-    """Per reader (projector checkpoint, notifier cursor: the feed entry each applied last, per shard), the shards
-    whose feed holds an entry past it. An ``optional`` reader with no cursor on any shard is left out: a stack started
-    elsewhere may run no notifier (it has no heartbeat to tell), whose cursors would never move."""
-    behind = {}
-    for reader, read in cursors.items():
-        if reader in optional and not any(read):
-            continue
-        late = [shard for shard, (head, cursor) in enumerate(zip(heads, read, strict=True))
-                if _entry_id(head) > _entry_id(cursor)]
-        if late:
-            behind[reader] = late
-    return behind
-
-
-async def _read_side_cursors(client: Any) -> list[Any] | None:
-    """Per shard: the feed's last entry, the projector's checkpoint, the notifier's cursor (three replies each); None
-    where this Redis will not answer them in one pipeline (a cluster's shards live on several nodes)."""
-    keys = bootstrap.process_keys(bootstrap.settings().shard_count)
-    try:
-        async with client.pipeline(transaction=False) as pipe:
-            for shard in range(keys.shard_count):
-                pipe.xrevrange(keys.feed(shard), "+", "-", count=1)
-                pipe.get(keys.checkpoint(shard))
-                pipe.get(keys.notifier_cursor(shard))
-            return await pipe.execute()
-    except RedisError:
-        return None
-
-
 async def _await_caught_up(url: str, redis_url: str | None, wait_s: float = CATCH_UP_WAIT_S) -> None:
-    """Wait (at most ``wait_s``) until the projector (and, where it runs, the notifier) has read every shard's feed to
-    its end, and say how long that took: the rooms opened and moved before the clock leave them a backlog which, still
-    being folded in the first windows, took the stack's CPU from the gateway there (issue 28 item 19: 0.42 of its
-    pinned core with the stack waiting 2.9 s for a CPU, out of step). With ``redis_url``: the feeds' last entries
-    against the projector's checkpoints and the notifier's cursors; without, the gateway's ``/status``."""
+    """Wait (at most ``wait_s``) until the projector has applied every shard's feed to its end, and say how long that
+    took: the rooms opened and moved before the clock leave it a backlog which, still being folded in the first
+    windows, took the stack's CPU from the gateway there (issue 28 item 19: 0.42 of its pinned core with the stack
+    waiting 2.9 s for a CPU, out of step). Each shard's ``caught_up`` is the product's own (``/status``'s projector
+    part, ``ReadModels.status``), read from ``redis_url`` where known, else through the gateway."""
     started = time.perf_counter()
-    behind: dict[str, list[int]] = {}
     client = bootstrap.tool_client(redis_url) if redis_url else None
     try:
         while True:
-            replies = await _read_side_cursors(client) if client is not None else None
-            if replies is not None:
-                heads = [reply[0][0] if reply else None for reply in replies[0::3]]
-                behind = behind_shards(heads, {"projector": replies[1::3], "notifier": replies[2::3]})
+            if client is not None:
+                settings = bootstrap.settings()
+                queries = ReadModels(client, settings.shard_count, keys=bootstrap.process_keys(settings.shard_count))
+                projector = await queries.status()
             else:
                 async with _room_client(url) as status_client:
                     projector = (await status_client.request("GET", "/status"))["projector"]
-                behind = {"projector": [shard["shard"] for shard in projector["shards"] if not shard["caught_up"]]}
-                behind = {reader: shards for reader, shards in behind.items() if shards}
+            behind = [shard["shard"] for shard in projector["shards"] if not shard["caught_up"]]
             took = time.perf_counter() - started
             if not behind or took >= wait_s:
                 break
@@ -298,12 +257,11 @@ async def _await_caught_up(url: str, redis_url: str | None, wait_s: float = CATC
         if client is not None:
             await client.aclose()
     if behind:
-        console.print(f"the read side did not catch up with the rooms' events within {wait_s:g} s (behind: "
-                      + "; ".join(f"{reader} on {len(shards)} shards" for reader, shards in behind.items())
-                      + "): the first windows fold the rest", soft_wrap=True)
+        console.print(f"the projector did not catch up with the rooms' events within {wait_s:g} s (behind on "
+                      f"{len(behind)} shards): the first windows fold the rest", soft_wrap=True)
     else:
-        console.print(f"the read side (projector{'' if replies is None else ', notifier'}) caught up with the rooms' "
-                      f"events before the clock in {took:.2f} s", soft_wrap=True)
+        console.print(f"the projector caught up with the rooms' events before the clock in {took:.2f} s",
+                      soft_wrap=True)
 
 
 async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: Any = None,

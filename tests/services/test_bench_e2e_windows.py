@@ -76,30 +76,23 @@ def test_an_overload_windows_spill_is_printed_with_how_long_it_took_to_drain(cap
     assert "spill" not in next(line for line in lines if line.startswith("  0 "))
 
 
-async def test_the_clock_waits_for_the_projector_and_notifier_to_read_every_feed_to_its_end(redis_url, redis_client,
-                                                                                             capsys):
+async def test_the_clock_waits_for_the_projector_to_apply_every_feed_to_its_end(redis_url, redis_client, capsys):
     """Given a shard's feed two entries past the projector's checkpoint (the rooms' events before the clock), or with
-    no checkpoint yet, the wait before the first window says the projector is behind on it once its bound is out; once the checkpoint reaches the
-    feed's end but the notifier's cursor does not, the notifier; once both have, it says how long the wait took."""
+    no checkpoint yet, the wait before the first window says the projector is behind on it once its bound is out;
+    once the checkpoint reaches the feed's end, it says how long the wait took."""
     keys = Keys(bootstrap.settings().shard_count)
     first = await redis_client.xadd(keys.feed(3), {"e": "1"})
     last = await redis_client.xadd(keys.feed(3), {"e": "2"})
     await _await_caught_up("http://unused", redis_url, wait_s=0.2)  # a projector that has applied nothing yet
-    assert "(behind: projector on 1 shards)" in " ".join(capsys.readouterr().out.split())
+    assert "within 0.2 s (behind on 1 shards)" in " ".join(capsys.readouterr().out.split())
     await redis_client.set(keys.checkpoint(3), first)
     await _await_caught_up("http://unused", redis_url, wait_s=0.2)
-    assert "did not catch up with the rooms' events within 0.2 s (behind: projector on 1 shards)" in \
+    assert "did not catch up with the rooms' events within 0.2 s (behind on 1 shards)" in \
         " ".join(capsys.readouterr().out.split())
     await redis_client.set(keys.checkpoint(3), last)
-    await redis_client.set(keys.notifier_cursor(3), first)
     await _await_caught_up("http://unused", redis_url, wait_s=0.2)
-    assert "(behind: notifier on 1 shards)" in " ".join(capsys.readouterr().out.split())
-    await redis_client.set(keys.notifier_cursor(3), last)
-    await _await_caught_up("http://unused", redis_url, wait_s=0.2)
-    assert "the read side (projector, notifier) caught up with the rooms' events before the clock in" in \
+    assert "the projector caught up with the rooms' events before the clock in" in \
         " ".join(capsys.readouterr().out.split())
-
-
 def test_a_negative_peer_latency_is_refused_not_printed():
     """Given load.js's figures with a p50 of -0.10 ms (moves sent before their scheduled time, issue 28), then they are
     refused as a fault of the measurement; positive ones pass as they are."""
