@@ -166,6 +166,15 @@ def assert_nothing_told(first: Surfaces, quiet: Surfaces, after_refusal: Surface
     assert not said, f"live feeds spoke of the refusal: {said}"
 
 
+def told_by_an_accepted_command(http: httpx.Client, room: str, token: str, urls: list[str],
+                                viewers: dict[str, str | None], first: Surfaces, quiet: Surfaces,
+                                after_refusal: Surfaces) -> dict[tuple[str, str, str], tuple[Any, Any]]:
+    """The same reads after an accepted command (so the comparison can fail): what it told, against the quiet period."""
+    assert command(http, room, token, ACCEPTED, "accepted").status_code == 200
+    time.sleep(PERIOD_S)
+    return told_apart(moved(first, quiet), moved(after_refusal, read_all(http, urls, viewers)))
+
+
 def follow(url: str, address: str, token: str | None) -> ClientConnection:
     return connect(url.replace("http://", "ws://") + address, open_timeout=10,
                    additional_headers={"Authorization": f"Bearer {token}"} if token else {})
@@ -237,10 +246,7 @@ def test_a_rival_sees_nothing_move_when_another_seats_command_is_refused(served:
         assert_nothing_told(first, quiet, after_refusal, feeds)
 
         # The same reads see an accepted command: the comparison can fail.
-        assert command(http, room, created["token"], ACCEPTED, "accepted").status_code == 200
-        time.sleep(PERIOD_S)
-        after_accepted = read_all(http, urls, viewers)
-        told = told_apart(moved(first, quiet), moved(after_refusal, after_accepted))
+        told = told_by_an_accepted_command(http, room, created["token"], urls, viewers, first, quiet, after_refusal)
         for viewer in viewers:
             assert (viewer, f"/rooms/{quote(room)}", "body.version") in told, viewer
             assert any(read == "/metrics" and name.startswith("almanac_commands_total")
