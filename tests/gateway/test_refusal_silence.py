@@ -175,6 +175,22 @@ def told_by_an_accepted_command(http: httpx.Client, room: str, token: str, urls:
     return told_apart(moved(first, quiet), moved(after_refusal, read_all(http, urls, viewers)))
 
 
+def watched_room(http: httpx.Client) -> tuple[str, dict[str, Any], dict[str, str | None], list[str], list[str]]:
+    """A realm room of alice and bob with one accepted command; its watchers (the public, bob, a spectator), every
+    GET operation of /openapi.json filled in for it, and every live channel of /asyncapi the gateway serves."""
+    room, created, joined = seated_realm_answers(http)
+    alice, bob = created["player"], joined["player"]
+    assert command(http, room, created["token"], ACCEPTED, "warm-up").status_code == 200
+    spectator = TokenSigner(SECRET, 3600).issue(room, "spectator", ruleset="realm@1")
+    viewers = {"public": None, "rival": joined["token"], "spectator": spectator}
+    urls = list(reads(http.get("/openapi.json").json(), fillers(room, (alice, bob))))
+    asyncapi = http.get("/asyncapi").json()
+    live = [re.sub(r"\{room\}", room, channel["address"]) for channel in asyncapi["channels"].values()
+            if any(server["$ref"].endswith("/gateway") for server in channel.get("servers", []))]
+    assert live, "the AsyncAPI document names no live channel of the gateway"
+    return room, created, viewers, urls, live
+
+
 def follow(url: str, address: str, token: str | None) -> ClientConnection:
     return connect(url.replace("http://", "ws://") + address, open_timeout=10,
                    additional_headers={"Authorization": f"Bearer {token}"} if token else {})
@@ -216,16 +232,7 @@ def test_a_rival_sees_nothing_move_when_another_seats_command_is_refused(served:
     auditor's token, count the refusal and its code."""
     url, auditor = served
     with httpx.Client(base_url=url, timeout=60) as http, contextlib.ExitStack() as closing:
-        room, created, joined = seated_realm_answers(http)
-        alice, bob = created["player"], joined["player"]
-        assert command(http, room, created["token"], ACCEPTED, "warm-up").status_code == 200
-        spectator = TokenSigner(SECRET, 3600).issue(room, "spectator", ruleset="realm@1")
-        viewers = {"public": None, "rival": joined["token"], "spectator": spectator}
-        urls = list(reads(http.get("/openapi.json").json(), fillers(room, (alice, bob))))
-        asyncapi = http.get("/asyncapi").json()
-        live = [re.sub(r"\{room\}", room, channel["address"]) for channel in asyncapi["channels"].values()
-                if any(server["$ref"].endswith("/gateway") for server in channel.get("servers", []))]
-        assert live, "the AsyncAPI document names no live channel of the gateway"
+        room, created, viewers, urls, live = watched_room(http)
         latest = http.get(f"/rooms/{room}").json()["version"]
         opened = {(address, viewer): closing.enter_context(follow(url, f"{address}?from_version={latest + 1}", token))
                   for address in live for viewer, token in viewers.items()}

@@ -20,17 +20,15 @@ from test_refusal_silence import (
     SECRET,
     assert_nothing_told,
     command,
-    fillers,
     follow,
     messages,
     read_all,
-    reads,
     told_by_an_accepted_command,
+    watched_room,
 )
 from waiting import wait_until
 
 from almanac.services import bootstrap
-from almanac.services.gateway.auth import TokenSigner
 
 
 @pytest.fixture(scope="module")
@@ -85,15 +83,7 @@ def test_a_rival_sees_nothing_move_when_a_command_to_an_archived_room_is_refused
     the room comes back only for one the rules accept."""
     url, auditor, client, keys, stack = served
     with httpx.Client(base_url=url, timeout=60) as http, contextlib.ExitStack() as closing:
-        room, created, joined = seated_realm_answers(http)
-        alice, bob = created["player"], joined["player"]
-        assert command(http, room, created["token"], ACCEPTED, "warm-up").status_code == 200
-        spectator = TokenSigner(SECRET, 3600).issue(room, "spectator", ruleset="realm@1")
-        viewers = {"public": None, "rival": joined["token"], "spectator": spectator}
-        urls = list(reads(http.get("/openapi.json").json(), fillers(room, (alice, bob))))
-        asyncapi = http.get("/asyncapi").json()
-        live = [re.sub(r"\{room\}", room, channel["address"]) for channel in asyncapi["channels"].values()
-                if any(server["$ref"].endswith("/gateway") for server in channel.get("servers", []))]
+        room, created, viewers, urls, live = watched_room(http)
         latest = http.get(f"/rooms/{room}").json()["version"]
         idle_in_the_archive(client, keys, room)
         fresh_engine(stack, client)
