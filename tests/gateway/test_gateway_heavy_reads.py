@@ -211,9 +211,9 @@ FREED_FLOOR_S = 0.25
 METRIC = re.compile(r"^(almanac_gateway_heavy_reads(?:_asked_total)?) (\S+)$", re.M)
 
 
-def heavy_counts(url: str) -> tuple[int, int]:
-    """(heavy reads running now, heavy reads asked in all) of the gateway at ``url``, from its public /metrics."""
-    found = dict(METRIC.findall(httpx.get(f"{url}/metrics", timeout=10).text))
+def heavy_counts(http: httpx.Client) -> tuple[int, int]:
+    """(heavy reads running now, heavy reads asked in all) of the gateway ``http`` asks, from its public /metrics."""
+    found = dict(METRIC.findall(http.get("/metrics").text))
     return int(float(found["almanac_gateway_heavy_reads"])), int(float(found["almanac_gateway_heavy_reads_asked_total"]))
 
 
@@ -273,19 +273,19 @@ class Call(NamedTuple):
         return (self.url, {"Authorization": f"Bearer {room.tokens[self.reader]}", "Content-Type": "application/json",
                            "Host": host}, None if self.body is None else room.bodies[self.body])
 
-    def send(self, url: str, room: Room, timeout_s: float = 120) -> tuple[httpx.Response | None, float]:
+    def send(self, http: httpx.Client, room: Room, timeout_s: float = 120) -> tuple[httpx.Response | None, float]:
         """Its answer on ``room`` (None: not within ``timeout_s``, its client gone), and how long it took."""
-        path, headers, body = self.request(urlsplit(url).netloc, room)
+        path, headers, body = self.request(http.base_url.netloc.decode(), room)
         started = time.monotonic()
         try:
-            answer = httpx.request(self.method, f"{url}{path}", content=body, headers=headers, timeout=timeout_s)
+            answer = http.request(self.method, path, content=body, headers=headers, timeout=timeout_s)
         except httpx.ReadTimeout:
             return None, timeout_s
         return answer, time.monotonic() - started
 
-    def hung(self, url: str, room: Room) -> socket.socket:
+    def hung(self, http: httpx.Client, room: Room) -> socket.socket:
         """Sent on ``room`` on a socket of its own whose answer is never read: the hung client."""
-        parts = urlsplit(url)
+        parts = urlsplit(str(http.base_url))
         path, headers, body = self.request(parts.netloc, room)
         head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         length = f"Content-Length: {len(body)}\r\n" if body is not None else ""
@@ -324,7 +324,14 @@ class Routes(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def routes(gateway: tuple[str, Stack]) -> Routes:
+def http(gateway: tuple[str, Stack]) -> Iterator[httpx.Client]:
+    """One client of the gateway for the hung-client story (its many calls, its polls of /metrics)."""
+    with httpx.Client(base_url=gateway[0], timeout=120) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def routes(gateway: tuple[str, Stack], http: httpx.Client) -> Routes:
     """Which operations read a whole room, seen from outside: each call of every operation of the gateway's own
     /openapi.json is asked once on a short claim room, as its player and as an auditor, and the gateway's count of
     heavy reads asked (its /metrics) says whether it entered HeavyReads.run. And a claim room as long as a /series
@@ -337,17 +344,17 @@ def routes(gateway: tuple[str, Stack]) -> Routes:
         return Room(room, {"player": token, "auditor": auditor}, bodies(url, room, auditor, bundle))
 
     short = claim_room(SHORT_VERSIONS)
-    document = httpx.get(f"{url}/openapi.json", timeout=30).json()
+    document = http.get("/openapi.json").json()
     assert sorted(f"{m.upper()} {p}" for p, ops in document["paths"].items() for m in ops) == OPERATIONS
     every = all_calls(document, short.room)
     unknown = {call.body for call in every if call.body is not None} - set(short.bodies)
     assert not unknown, f"no body for {unknown}: teach bodies() (this file)"
     heavy: dict[str, Call] = {}
-    _, asked = heavy_counts(url)
+    _, asked = heavy_counts(http)
     for call in every:
-        answer, _ = call.send(url, short)
-        assert answer.status_code < 500, (call, answer.text)
-        if (after := heavy_counts(url)[1]) > asked:
+        answer, _ = call.send(http, short)
+        assert answer is not None and answer.status_code < 500, (call, answer.text if answer else None)
+        if (after := heavy_counts(http)[1]) > asked:
             heavy.setdefault(call.form, call)
         asked = after
     print(f"{len(every)} calls of {len(OPERATIONS)} operations: {len(heavy)} forms of heavy reads")
@@ -361,10 +368,10 @@ OPERATIONS = sorted(f"{method.upper()} {path}" for path, operations in
                     for method in operations)
 
 
-def slots_back(url: str, within_s: float) -> tuple[int, float]:
+def slots_back(http: httpx.Client, within_s: float) -> tuple[int, float]:
     """(heavy reads running, seconds waited): once none runs, or at ``within_s``."""
     started = time.monotonic()
-    while (running := heavy_counts(url)[0]) and time.monotonic() - started < within_s:
+    while (running := heavy_counts(http)[0]) and time.monotonic() - started < within_s:
         time.sleep(0.01)
     return running, time.monotonic() - started
 
@@ -374,8 +381,8 @@ MORE_CRUISES = itertools.count(HUNG_VERSIONS)
 
 
 @pytest.mark.parametrize("operation", OPERATIONS)
-def test_no_whole_room_read_outlives_its_hung_up_client(gateway: tuple[str, Stack], routes: Routes,
-                                                        operation: str) -> None:
+def test_no_whole_room_read_outlives_its_hung_up_client(gateway: tuple[str, Stack], http: httpx.Client,
+                                                        routes: Routes, operation: str) -> None:
     """Issue 28: a client that asked for heavy reads and hung up kept the gateway's heavy-read slots busy for as
     long as their folds ran (every other client's heavy read refused 503 meanwhile), and a whole-room read on the
     gateway's loop held every client. Nothing here names the heavy routes: for every operation of the gateway's
@@ -384,27 +391,27 @@ def test_no_whole_room_read_outlives_its_hung_up_client(gateway: tuple[str, Stac
     client that hangs up a quarter of F later: the gateway's count of heavy reads running (/metrics) must be back
     to none within a third of F of the hang-up, the abandoned work cancelled, not run to its end. Each other call
     of the operation must answer the long room within LIGHT_S: no whole-room read outside HeavyReads."""
-    url, stack = gateway
+    _, stack = gateway
     long, short = routes.long, routes.short.room
     heavy = {form: call for form, call in routes.heavy.items() if call.operation == operation}
     for call in routes.calls:
         if call.operation == operation and call.form not in heavy:
-            answer, took = call.on(short, long.room).send(url, long)
+            answer, took = call.on(short, long.room).send(http, long)
             assert answer is not None and answer.status_code < 500 and took < LIGHT_S, (call, took)
     # A warm worker: its first heavy read also starts its thread and opens its Redis client
-    warm = httpx.get(f"{url}/rooms/{short}/series", timeout=60)
+    warm = http.get(f"/rooms/{short}/series")
     assert warm.status_code == 200, warm.text
     for form, call in heavy.items():
         call = call.on(short, long.room)
-        answer, fold_s = call.send(url, long, TIMED_S)
+        answer, fold_s = call.send(http, long, TIMED_S)
         assert answer is None or answer.status_code < 500, (form, answer.text)
-        assert slots_back(url, 30)[0] == 0, f"{form}: still running 30 s after its answer"
+        assert slots_back(http, 30)[0] == 0, f"{form}: still running 30 s after its answer"
         cruise(stack, long.room, next(MORE_CRUISES), 1)
-        hung = call.hung(url, long)
+        hung = call.hung(http, long)
         time.sleep(max(0.05, fold_s / 4))
-        held, _ = heavy_counts(url)
+        held, _ = heavy_counts(http)
         hung.close()
-        running, freed_s = slots_back(url, 2 * fold_s + 5)
+        running, freed_s = slots_back(http, 2 * fold_s + 5)
         print(f"{form}: {answer.status_code if answer else 'no answer'} in {fold_s:.3f} s on {HUNG_VERSIONS} "
               f"versions; held {held}, slot back {freed_s:.3f} s after the hang-up")
         if fold_s >= HELD_S:
