@@ -239,7 +239,7 @@ def fillers(room: str) -> dict[str, list[str]]:
     }
 
 
-REFUSED = b"[]"  # a body every write's schema refuses: for the writes that would change the long rooms
+REFUSED = b"[]"  # a body every write's schema refuses: for the writes that would change the rooms asked
 
 
 def bodies(url: str, room: str, auditor: str, verify: bytes | None = None) -> dict[str, bytes]:
@@ -373,9 +373,9 @@ def routes(gateway: tuple[str, Stack], http: httpx.Client) -> Routes:
 
 
 # Every operation the gateway documents, known without a stack (a story each: an operation added is one more).
-OPERATIONS = sorted(f"{method.upper()} {path}" for path, operations in
-                    offline_openapi(Path(tempfile.mkdtemp(prefix="almanac-heavy-doc-")))["paths"].items()
-                    for method in operations)
+with tempfile.TemporaryDirectory(prefix="almanac-heavy-doc-") as _data_dir:
+    OPERATIONS = sorted(f"{method.upper()} {path}" for path, operations in
+                        offline_openapi(Path(_data_dir))["paths"].items() for method in operations)
 
 
 def slots_back(http: httpx.Client, within_s: float) -> tuple[int, float]:
