@@ -209,15 +209,19 @@ SHORT_VERSIONS = 20
 # whole room on the loop (services.checkpoints.Checkpointer.head; ~0.4 s at 20,000 versions).
 LIGHT_S = 1.0
 # A heavy read is timed up to this (F; longer ones are abandoned there, and F is this): its client then hangs up
-# at a quarter of F. A read that ignored its client's leaving would still hold its slot for the three quarters left.
-TIMED_S = 1.0
-# A heavy read shorter than this on the long room is not held long enough to be seen holding its slot: its client's
-# hang-up is still sent, and its slot must come back as fast, but that it was held is not required.
-HELD_S = 0.3
+# as soon as its read is seen running. A read that ignored its client's leaving would hold its slot for most of F.
+# (At 1 s, a third of it was too near what a /verification of 20,000 versions, seconds long, took to stop on a host
+# running three benchmarks beside it: 0.50 s once, 0.08-0.17 s most times.)
+TIMED_S = 2.0
+# A heavy read shorter than this on the long room is not held long enough to be seen holding its slot for sure (a
+# claim room's bare fold, ~0.15 s, was timed at 0.31 s on a busy host and had ended before it was seen): its client's
+# hang-up is still sent, and its slot must come back as fast, but that it was held is not required. Below it, a read
+# that ignored its client's leaving is not told apart either (FREED_FLOOR_S).
+HELD_S = 0.5
 # What a hung-up short read may take to give its slot back: the rest of its work (a read of the whole log from Redis
 # is one round trip, ~0.1 s here), the hang-up's own way to the gateway, and this test's polls of /metrics (0.30 s
-# was seen on a host running three benchmarks beside it). A read that ignores its client's leaving fails still from
-# ~0.45 s on (three quarters of it left at the hang-up): each heavy read of the long room but the cheapest.
+# was seen on a host running three benchmarks beside it). A read that ignores its client's leaving still fails from
+# ~0.45 s on (most of it left at the hang-up): each heavy read of the long room but the cheapest.
 FREED_FLOOR_S = 0.35
 METRIC = re.compile(r"^(almanac_gateway_heavy_reads(?:_asked_total)?) (\S+)$", re.M)
 
@@ -400,7 +404,7 @@ def test_no_whole_room_read_outlives_its_hung_up_client(gateway: tuple[str, Stac
     gateway's loop held every client. Nothing here names the heavy routes: for every operation of the gateway's
     /openapi.json, given a claim room of HUNG_VERSIONS versions, each form of the operation that entered
     HeavyReads.run on a short room (``routes``) is timed on the long room (F, at most TIMED_S), then asked again by a
-    client that hangs up a quarter of F later: the gateway's count of heavy reads running (/metrics) must be back
+    client that hangs up once its read is seen running: the gateway's count of heavy reads running (/metrics) must be back
     to none within a third of F of the hang-up, the abandoned work cancelled, not run to its end. Each other call
     of the operation must answer the long room within LIGHT_S: no whole-room read outside HeavyReads."""
     _, stack = gateway
@@ -422,14 +426,21 @@ def test_no_whole_room_read_outlives_its_hung_up_client(gateway: tuple[str, Stac
         answer, fold_s = call.send(http, long, TIMED_S)
         assert answer is None or answer.status_code < 500, (form, answer.text)
         assert slots_back(http, 30)[0] == 0, f"{form}: still running 30 s after its answer"
-        cruise(stack, long.room, next(MORE_CRUISES), 1)
-        hung = call.hung(http, long)
-        time.sleep(max(0.05, fold_s / 4))
-        held, _ = heavy_counts(http)
-        hung.close()
-        running, freed_s = slots_back(http, 2 * fold_s + 5)
-        print(f"{form}: {answer.status_code if answer else 'no answer'} in {fold_s:.3f} s on {HUNG_VERSIONS} "
-              f"versions; held {held}, slot back {freed_s:.3f} s after the hang-up")
+        # A try counts where its read was seen running before the hang-up: on a host busy with other work a
+        # request was seen to take longer than half a read to reach its slot, or to end between two looks.
+        for _ in range(3):
+            cruise(stack, long.room, next(MORE_CRUISES), 1)
+            hung = call.hung(http, long)
+            sent = time.monotonic()
+            # It hangs up once its read is seen running, or when the read may well have ended
+            while not (held := heavy_counts(http)[0]) and time.monotonic() - sent < max(0.05, fold_s):
+                time.sleep(0.02)
+            hung.close()
+            running, freed_s = slots_back(http, 2 * fold_s + 5)
+            print(f"{form}: {answer.status_code if answer else 'no answer'} in {fold_s:.3f} s on {HUNG_VERSIONS} "
+                  f"versions; held {held}, slot back {freed_s:.3f} s after the hang-up")
+            if held or fold_s < HELD_S:
+                break
         if fold_s >= HELD_S:
-            assert held == 1, f"{form}: its read was not running when its client hung up ({held})"
+            assert held == 1, f"{form}: its read was not seen running before its client hung up, in three tries"
         assert running == 0 and freed_s < max(fold_s / 3, FREED_FLOOR_S), (form, freed_s, fold_s)
