@@ -71,6 +71,13 @@ def _label(label: str) -> bytes:
     return len(encoded).to_bytes(2, "big") + encoded
 
 
+@functools.lru_cache(maxsize=4096)
+def _labelled(label: str) -> bytes:
+    """``_label(label)`` made once per label: every event's leaves and root name the same few (``FULL``, ``PUBLIC``
+    and the seats)."""
+    return _label(label)
+
+
 def view_bytes(envelope: Envelope, form: Mapping[str, Any]) -> bytes:
     """The bytes of one audience's view of an event: the form that reader is sent (``events.shown.shown_form``:
     the same dict, so the committed view is by construction what they received), bound to the room and its rules.
@@ -123,21 +130,26 @@ def leaf_salt(key: bytes, version: int, label: str) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
-def _keyed(key: bytes) -> hmac.HMAC:
+def _keyed(key: bytes) -> Any:
     """HMAC-SHA256 keyed with ``key``, nothing fed yet: copied per salt, the key's pads are hashed once per room
-    and not once per leaf (about half a salt's cost). A copy gives what ``hmac.new(key, message)`` gives."""
-    return hmac.new(key, digestmod=hashlib.sha256)
+    and not once per leaf (about half a salt's cost). A copy gives what ``hmac.new(key, message)`` gives.
+
+    OpenSSL's own HMAC object when ``hmac.HMAC`` wraps one (its ``copy``, ``update`` and ``digest``, the same
+    digests): the wrapper's Python ``copy`` and ``update`` cost more than the hashing they ask for (three copies
+    per event, on every answer's checkpoint); the wrapper itself where it wraps none."""
+    keyed = hmac.new(key, digestmod=hashlib.sha256)
+    return getattr(keyed, "_hmac", None) or keyed
 
 
 def leaf(label: str, salt_v: bytes, view: bytes) -> bytes:
-    return hashlib.sha256(_LEAF_V2 + _label(label) + salt_v + view).digest()
+    return hashlib.sha256(_LEAF_V2 + _labelled(label) + salt_v + view).digest()
 
 
 def root(leaves: Mapping[str, bytes]) -> bytes:
     """``c_v`` of scheme v2: every audience's leaf, in the byte order of their labels, each named."""
     ordered = sorted(leaves, key=str.encode)
     return hashlib.sha256(_EVENT_V2 + len(ordered).to_bytes(2, "big")
-                          + b"".join(_label(label) + leaves[label] for label in ordered)).digest()
+                          + b"".join([_labelled(label) + leaves[label] for label in ordered])).digest()
 
 
 def leaves_of(key: bytes, envelope: Envelope, event: Any = None, shown: Shown | None = None) -> dict[str, bytes]:
@@ -146,10 +158,11 @@ def leaves_of(key: bytes, envelope: Envelope, event: Any = None, shown: Shown | 
     versioned = _keyed(key).copy()
     versioned.update(_SALT_V2 + envelope.version.to_bytes(8, "big"))
     result = {}
+    sha256 = hashlib.sha256
     for label, view in views(envelope, event, shown).items():
         salted = versioned.copy()
         salted.update(label.encode())
-        result[label] = leaf(label, salted.digest(), view)
+        result[label] = sha256(_LEAF_V2 + _labelled(label) + salted.digest() + view).digest()  # ``leaf``, inline
     return result
 
 

@@ -178,14 +178,19 @@ class Checkpointer:
         recent = self._heads.get(room, {})
         if version in recent:
             return recent[version]
-        starts = [(v, h) for v, h in recent.items() if v < version]
         anchors = self._anchors.get(room, {})
         if version in anchors:
             return anchors[version]
-        starts += [(v, h) for v, h in anchors.items() if v < version]
-        if since is not None and since[0] < version:
-            starts.append(since)
-        start, head = max(starts, default=(0, cm.HEAD_0))
+        if version - 1 in recent:
+            # The latest start there can be (every other is below it): an answer's command follows the version the
+            # last one signed, so the kept heads (up to RECENT_HEADS, and the anchors) are not all looked through.
+            start, head = version - 1, recent[version - 1]
+        else:
+            starts = [(v, h) for v, h in recent.items() if v < version]
+            starts += [(v, h) for v, h in anchors.items() if v < version]
+            if since is not None and since[0] < version:
+                starts.append(since)
+            start, head = max(starts, default=(0, cm.HEAD_0))
         have = {envelope.version: envelope for envelope in envelopes}
         wanted = range(start + 1, version + 1)
         if all(v in have for v in wanted):
