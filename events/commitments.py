@@ -130,15 +130,10 @@ def leaf_salt(key: bytes, version: int, label: str) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
-def _keyed(key: bytes) -> Any:
+def _keyed(key: bytes) -> hmac.HMAC:
     """HMAC-SHA256 keyed with ``key``, nothing fed yet: copied per salt, the key's pads are hashed once per room
-    and not once per leaf (about half a salt's cost). A copy gives what ``hmac.new(key, message)`` gives.
-
-    OpenSSL's own HMAC object when ``hmac.HMAC`` wraps one (its ``copy``, ``update`` and ``digest``, the same
-    digests): the wrapper's Python ``copy`` and ``update`` cost more than the hashing they ask for (three copies
-    per event, on every answer's checkpoint); the wrapper itself where it wraps none."""
-    keyed = hmac.new(key, digestmod=hashlib.sha256)
-    return getattr(keyed, "_hmac", None) or keyed
+    and not once per leaf (about half a salt's cost). A copy gives what ``hmac.new(key, message)`` gives."""
+    return hmac.new(key, digestmod=hashlib.sha256)
 
 
 def leaf(label: str, salt_v: bytes, view: bytes) -> bytes:
@@ -158,11 +153,10 @@ def leaves_of(key: bytes, envelope: Envelope, event: Any = None, shown: Shown | 
     versioned = _keyed(key).copy()
     versioned.update(_SALT_V2 + envelope.version.to_bytes(8, "big"))
     result = {}
-    sha256 = hashlib.sha256
     for label, view in views(envelope, event, shown).items():
         salted = versioned.copy()
         salted.update(label.encode())
-        result[label] = sha256(_LEAF_V2 + _labelled(label) + salted.digest() + view).digest()  # ``leaf``, inline
+        result[label] = leaf(label, salted.digest(), view)
     return result
 
 
