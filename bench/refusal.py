@@ -1,0 +1,266 @@
+"""`almanac bench refusal`: the gateway's CPU per command the connection guard refuses as overloaded, against bare
+uvicorn in the same run.
+
+Past capacity most command requests are refused (503 ``overloaded``), and each refusal's CPU is taken from the commands
+the gateway accepted: with rho a refusal's cost over an accepted command's, goodput at three times capacity is at most
+(1 - 3 rho) / (1 - rho) of it (issue 28, item 19). ``bench e2e --overload`` derives a refusal's cost from whole-stack
+windows, where a tenth off a command's cost moves it by tens of microseconds; this measures a refusal alone.
+
+Each server is a process of its own under ``uvicorn.run``, offered the request ``bench e2e`` sends (its lean sender's
+``POST /rooms/{room}/commands`` with a seat token and the script's first move, no command id) on ``--connections``
+keep-alive connections, closed loop, one request at a time on each: the server's CPU (``/proc``) over the 503s it
+answered. The servers, in turn each round, so that a machine shared with other work slows them alike:
+
+- ``guard``: ``GuardedConnection`` as ``server_options`` runs it, over an app whose gateway refuses every command:
+  ``Gateway.command_refusal`` itself, with admission at its in-flight limit (only the state that rule reads is built;
+  no Redis). ``--against PATH``: the same server again from another checkout (``PYTHONPATH=PATH``, e.g. ``git
+  archive main`` unpacked under PATH/almanac), alternated with this one;
+- ``bare uvicorn``: ``bench e2e``'s baseline (``bare_http``: uvicorn's own httptools protocol and a bare ASGI app that
+  reads the body and answers), what one request costs through uvicorn without the guard;
+- ``floor``: a protocol that writes a fixed 503 for every read, parsing nothing: the loop's read, write and wake-up,
+  which no change to the guard's Python can take off.
+
+The server runs this file as a script (``--serve``), so that with ``--against`` it imports the other checkout's guard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+# A fixed 503 as the guard's, for the floor (its Retry-After and a body of the size ``errors.overloaded`` makes).
+_FLOOR_BODY = b'{"error":{"code":"overloaded","message":"' + b"x" * 96 + b'"}}'
+FLOOR_ANSWER = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+                b"retry-after: 1\r\nx-request-id: 0123456789abcdef\r\n\r\n%s" % (len(_FLOOR_BODY), _FLOOR_BODY))
+ROOM = "e2e-bench-0"  # a room name as ``bench e2e`` opens them
+START_TIMEOUT_S = 30.0
+
+
+# --- the servers (``--serve``: run as a script, under whichever checkout PYTHONPATH names) -------------------------
+
+
+class _RefusingApp:
+    """The gateway's app as the guard reads it (``state``: settings, gateway, cors off); a request the guard hands
+    on is answered 500, which the load counts as a failure (the guard should have refused it)."""
+
+    def __init__(self, settings: Any, gateway: Any) -> None:
+        from starlette.datastructures import State  # noqa: PLC0415
+
+        self.state = State()  # as the gateway's FastAPI app has it
+        self.state.settings = settings
+        self.state.gateway = gateway
+        self.state.cors = False
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        more = True
+        while more:
+            more = (await receive()).get("more_body", False)
+        await send({"type": "http.response.start", "status": 500, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+
+class _Floor(asyncio.Protocol):
+    """Answers every read with ``FLOOR_ANSWER``: one request per read, as the closed-loop load sends them."""
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(FLOOR_ANSWER)  # type: ignore[union-attr]
+
+
+def _serve(kind: str, port: int) -> None:
+    import uvicorn  # noqa: PLC0415
+
+    from almanac.services.gateway.connection_guard import server_options  # noqa: PLC0415
+    from almanac.services.gateway.gateway import Gateway  # noqa: PLC0415
+    from almanac.services.gateway.metrics import GatewayMetrics  # noqa: PLC0415
+    from almanac.services.gateway.overload import Admission, FairShare  # noqa: PLC0415
+    from almanac.services.heap import collect_less_often  # noqa: PLC0415
+    from almanac.services.settings import Settings  # noqa: PLC0415
+
+    settings = Settings()
+    # The state ``Gateway.command_refusal`` reads (admission, fair share, in flight, the shed count), at its
+    # in-flight limit: the real rule refuses every command. The rest of a gateway (Redis, engine) is not built.
+    gateway = Gateway.__new__(Gateway)
+    gateway.settings = settings
+    gateway.admission = Admission(settings.gateway_max_inflight, settings.gateway_target_wait_ms)
+    gateway.fair = FairShare(settings.gateway_max_inflight)
+    gateway.inflight = settings.gateway_max_inflight
+    gateway.metrics = GatewayMetrics()
+    options = server_options(settings) | {"host": "127.0.0.1", "port": port, "lifespan": "off"}
+    if kind == "floor":
+        options["http"] = _Floor
+    collect_less_often()  # as every `almanac` process
+    uvicorn.run(_RefusingApp(settings, gateway), **options)
+
+
+# --- the load and the figures ------------------------------------------------------------------------------------
+
+
+class _Server:
+    """A server process (``with _Server(...) as pid:``): this file's ``--serve``, or ``bare_http``'s."""
+
+    def __init__(self, name: str, command: list[str], port: int, env: dict[str, str] | None = None) -> None:
+        self.name, self.command, self.port, self.env = name, command, port, env
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> _Server:
+        self.process = subprocess.Popen(self.command, env=self.env)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        from almanac.bench.children import stop  # noqa: PLC0415
+
+        if self.process is not None:
+            stop(self.process)
+
+    async def ready(self, request: bytes) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                break
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+            except OSError:
+                await asyncio.sleep(0.1)
+                continue
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            writer.close()
+            if head.startswith(b"HTTP/1.1 "):
+                return
+        raise RuntimeError(f"the {self.name} server did not start on port {self.port}")
+
+
+async def _flood(port: int, connections: int, seconds: float, body: bytes, token: str) -> dict[int, int]:
+    """``connections`` closed loops of ``bench e2e``'s sender's command request for ``seconds``: answers by status."""
+    from almanac.client.command_sender import CommandSender  # noqa: PLC0415
+
+    sender = CommandSender([f"http://127.0.0.1:{port}"], connections)
+    statuses: dict[int, int] = {}
+    ends = time.monotonic() + seconds
+
+    async def loop() -> None:
+        while time.monotonic() < ends:
+            status, _, _ = await sender.command(ROOM, body, token)
+            statuses[status] = statuses.get(status, 0) + 1
+
+    try:
+        await asyncio.gather(*(loop() for _ in range(connections)))
+    finally:
+        await sender.close()
+    return statuses
+
+
+def _measure(server: _Server, connections: int, seconds: float, body: bytes, token: str) -> tuple[float, int, float]:
+    """(server CPU µs per answer, answers, answers/s) over one window, after a short warm-up."""
+    from almanac.bench.e2e import _run_loop, cpu_seconds  # noqa: PLC0415
+
+    assert server.process is not None
+    _run_loop(_flood(server.port, connections, 0.3, body, token))
+    before, started = cpu_seconds(server.process.pid), time.monotonic()
+    statuses = _run_loop(_flood(server.port, connections, seconds, body, token))
+    used, elapsed = cpu_seconds(server.process.pid) - before, time.monotonic() - started
+    answers = sum(statuses.values())
+    expected = 200 if server.name == "bare uvicorn" else 503
+    if set(statuses) != {expected}:
+        raise RuntimeError(f"the {server.name} server answered {statuses}, not only {expected}")
+    return used / answers * 1e6, answers, answers / elapsed
+
+
+def _request() -> tuple[bytes, str]:
+    """``bench e2e``'s command body (the script's first move, no command id) and a seat token like its rooms'."""
+    from almanac.bench.e2e import _run_loop, _script, script_ruleset  # noqa: PLC0415
+    from almanac.client.command_sender import CommandSender  # noqa: PLC0415
+    from almanac.services.gateway.auth import TokenSigner  # noqa: PLC0415
+
+    ruleset = script_ruleset()
+    script = _run_loop(_script(ruleset))
+    token = TokenSigner("bench refusal token secret, 32+ bytes", 3_600).issue(ROOM, "p", ruleset=ruleset)
+    return CommandSender.body(script[0]), token
+
+
+def main(seconds: float = 4.0, rounds: int = 3, connections: int = 64, against: str | None = None,
+         pin: bool = True) -> dict[str, Any]:
+    from rich.table import Table  # noqa: PLC0415
+
+    from almanac.bench import cores as cpu_cores  # noqa: PLC0415
+    from almanac.bench.bare_http import _free_port  # noqa: PLC0415
+    from almanac.bench.common import output_console  # noqa: PLC0415
+    from almanac.bench.e2e import _run_loop  # noqa: PLC0415
+
+    console = output_console()
+    body, token = _request()
+    request = (f"POST /rooms/{ROOM}/commands HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    script = [sys.executable, os.path.abspath(__file__), "--serve"]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    servers = [_Server("guard", [*script, "guard", "--port", str(port := _free_port())], port, env)]
+    if against:
+        servers.append(_Server("guard (--against)", [*script, "guard", "--port", str(port := _free_port())], port,
+                               env | {"PYTHONPATH": os.path.abspath(against)}))
+    servers.append(_Server("bare uvicorn", [sys.executable, "-m", "almanac.bench.bare_http",
+                                            "--port", str(port := _free_port())], port, env))
+    servers.append(_Server("floor", [*script, "floor", "--port", str(port := _free_port())], port, env))
+    split = cpu_cores.split(os.sched_getaffinity(0)) if pin else None
+    figures: dict[str, list[float]] = {server.name: [] for server in servers}
+    rates: dict[str, list[float]] = {server.name: [] for server in servers}
+    load = []
+    started = []
+    try:
+        for server in servers:
+            started.append(server.__enter__())
+            if split is not None:
+                cpu_cores.pin(server.process.pid, split.stack)  # type: ignore[union-attr]
+        if split is not None:
+            cpu_cores.pin(os.getpid(), split.generator)
+        for server in servers:
+            _run_loop(server.ready(request))
+        for _ in range(rounds):
+            load.append(os.getloadavg()[0])
+            for server in servers:
+                micros, _, rate = _measure(server, connections, seconds, body, token)
+                figures[server.name].append(micros)
+                rates[server.name].append(rate)
+        load.append(os.getloadavg()[0])
+    finally:
+        for server in reversed(started):
+            server.__exit__()
+    table = Table(title=f"CPU per answer of each server process, µs ({connections} keep-alive connections, closed loop, "
+                        f"{seconds:g} s a window, {rounds} rounds alternated; load average {min(load):.1f}-{max(load):.1f})")
+    table.add_column("server")
+    table.add_column("µs per answer, by round")
+    table.add_column("median", justify="right")
+    table.add_column("answers/s", justify="right")
+    table.add_column("of bare uvicorn", justify="right")
+    bare = statistics.median(figures["bare uvicorn"])
+    for name, values in figures.items():
+        median = statistics.median(values)
+        table.add_row(name, ", ".join(f"{value:.1f}" for value in values), f"{median:.1f}",
+                      f"{statistics.median(rates[name]):,.0f}", f"{median / bare:.2f}")
+    console.print(table)
+    if split is not None:
+        console.print(f"servers on CPU {sorted(split.stack)}, the load on CPU {sorted(split.generator)}")
+    if against:
+        pairs = [new / old for new, old in zip(figures["guard"], figures["guard (--against)"], strict=True)]
+        console.print(f"guard / guard (--against), by round: {', '.join(f'{ratio:.2f}' for ratio in pairs)}")
+    return {"figures": figures, "rates": rates, "load": load}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--serve", choices=("guard", "floor"), required=True)
+    parser.add_argument("--port", type=int, required=True)
+    arguments = parser.parse_args()
+    sys.path.remove(os.path.dirname(os.path.abspath(__file__)))  # not bench/ itself: its modules are almanac.bench's
+    _serve(arguments.serve, arguments.port)
