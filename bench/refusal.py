@@ -124,21 +124,20 @@ class _Server:
         if self.process is not None:
             stop(self.process)
 
-    async def ready(self, request: bytes) -> None:
+    async def ready(self, body: bytes, token: str) -> None:
+        """Once the server answers a command request (through the sender the load uses)."""
+        from almanac.client.command_sender import CommandSender  # noqa: PLC0415
+
         deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process is None or self.process.poll() is not None:
-                break
+        while time.monotonic() < deadline and self.process is not None and self.process.poll() is None:
+            sender = CommandSender([f"http://127.0.0.1:{self.port}"], 1)
             try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                await sender.command(ROOM, body, token)
+                return
             except OSError:
                 await asyncio.sleep(0.1)
-                continue
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            writer.close()
-            if head.startswith(b"HTTP/1.1 "):
-                return
+            finally:
+                await sender.close()
         raise RuntimeError(f"the {self.name} server did not start on port {self.port}")
 
 
@@ -201,8 +200,6 @@ def main(seconds: float = 4.0, rounds: int = 3, connections: int = 64, against: 
 
     console = output_console()
     body, token = _request()
-    request = (f"POST /rooms/{ROOM}/commands HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
     script = [sys.executable, os.path.abspath(__file__), "--serve"]
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     servers = [_Server("guard", [*script, "guard", "--port", str(port := _free_port())], port, env)]
@@ -225,7 +222,7 @@ def main(seconds: float = 4.0, rounds: int = 3, connections: int = 64, against: 
         if split is not None:
             cpu_cores.pin(os.getpid(), split.generator)
         for server in servers:
-            _run_loop(server.ready(request))
+            _run_loop(server.ready(body, token))
         for _ in range(rounds):
             load.append(os.getloadavg()[0])
             for server in servers:
