@@ -141,34 +141,49 @@ class _Server:
         raise RuntimeError(f"the {self.name} server did not start on port {self.port}")
 
 
-async def _flood(port: int, connections: int, seconds: float, body: bytes, token: str) -> dict[int, int]:
-    """``connections`` closed loops of ``bench e2e``'s sender's command request for ``seconds``: answers by status."""
+async def _flood(port: int, connections: int, seconds: float, body: bytes, token: str, rate: int) -> dict[int, int]:
+    """``bench e2e``'s sender's command request for ``seconds``: answers by status. ``rate`` 0: ``connections`` closed
+    loops (as fast as the server and the load go); else ``rate``/s on schedule, open loop, as ``bench e2e`` offers a
+    rate (the same arrivals for every server, whatever its speed)."""
     from almanac.client.command_sender import CommandSender  # noqa: PLC0415
 
     sender = CommandSender([f"http://127.0.0.1:{port}"], connections)
     statuses: dict[int, int] = {}
-    ends = time.monotonic() + seconds
+
+    async def send() -> None:
+        status, _, _ = await sender.command(ROOM, body, token)
+        statuses[status] = statuses.get(status, 0) + 1
 
     async def loop() -> None:
         while time.monotonic() < ends:
-            status, _, _ = await sender.command(ROOM, body, token)
-            statuses[status] = statuses.get(status, 0) + 1
+            await send()
 
     try:
-        await asyncio.gather(*(loop() for _ in range(connections)))
+        if not rate:
+            ends = time.monotonic() + seconds
+            await asyncio.gather(*(loop() for _ in range(connections)))
+        else:
+            started, tasks = time.perf_counter(), []
+            for index in range(int(rate * seconds)):
+                delay = started + index / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(send()))
+            await asyncio.gather(*tasks)
     finally:
         await sender.close()
     return statuses
 
 
-def _measure(server: _Server, connections: int, seconds: float, body: bytes, token: str) -> tuple[float, int, float]:
+def _measure(server: _Server, connections: int, seconds: float, body: bytes, token: str,
+             rate: int) -> tuple[float, int, float]:
     """(server CPU µs per answer, answers, answers/s) over one window, after a short warm-up."""
     from almanac.bench.e2e import _run_loop, cpu_seconds  # noqa: PLC0415
 
     assert server.process is not None
-    _run_loop(_flood(server.port, connections, 0.3, body, token))
+    _run_loop(_flood(server.port, connections, 0.3, body, token, rate))
     before, started = cpu_seconds(server.process.pid), time.monotonic()
-    statuses = _run_loop(_flood(server.port, connections, seconds, body, token))
+    statuses = _run_loop(_flood(server.port, connections, seconds, body, token, rate))
     used, elapsed = cpu_seconds(server.process.pid) - before, time.monotonic() - started
     answers = sum(statuses.values())
     expected = 200 if server.name == "bare uvicorn" else 503
@@ -190,7 +205,7 @@ def _request() -> tuple[bytes, str]:
 
 
 def main(seconds: float = 4.0, rounds: int = 3, connections: int = 64, against: str | None = None,
-         pin: bool = True) -> dict[str, Any]:
+         pin: bool = True, rate: int = 0) -> dict[str, Any]:
     from rich.table import Table  # noqa: PLC0415
 
     from almanac.bench import cores as cpu_cores  # noqa: PLC0415
@@ -226,14 +241,15 @@ def main(seconds: float = 4.0, rounds: int = 3, connections: int = 64, against: 
         for _ in range(rounds):
             load.append(os.getloadavg()[0])
             for server in servers:
-                micros, _, rate = _measure(server, connections, seconds, body, token)
+                micros, _, achieved = _measure(server, connections, seconds, body, token, rate)
                 figures[server.name].append(micros)
-                rates[server.name].append(rate)
+                rates[server.name].append(achieved)
         load.append(os.getloadavg()[0])
     finally:
         for server in reversed(started):
             server.__exit__()
-    table = Table(title=f"CPU per answer of each server process, µs ({connections} keep-alive connections, closed loop, "
+    offered = f"{rate:,}/s on schedule" if rate else "closed loop"
+    table = Table(title=f"CPU per answer of each server process, µs ({connections} keep-alive connections, {offered}, "
                         f"{seconds:g} s a window, {rounds} rounds alternated; load average {min(load):.1f}-{max(load):.1f})")
     table.add_column("server")
     table.add_column("µs per answer, by round")

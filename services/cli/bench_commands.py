@@ -161,9 +161,12 @@ def bench_refusal(
         help="Also the guard of another checkout, alternated with this one: a folder holding it as almanac/ "
              "(e.g. git archive main | tar -x -C PATH/almanac), put on the server's PYTHONPATH."),
     pin: bool = typer.Option(True, "--pin/--no-pin", help="Servers and the load on disjoint CPUs (with 2 or more)."),
+    rate: int = typer.Option(0, min=0, help="0: each connection a closed loop. N: N requests/s on schedule, open loop "
+                                            "(every server offered the same arrivals)."),
 ) -> None:
     """The gateway's CPU per command the connection guard refuses as overloaded, against bare uvicorn and a floor."""
-    bench_module("refusal").main(seconds=seconds, rounds=rounds, connections=connections, against=against, pin=pin)
+    bench_module("refusal").main(seconds=seconds, rounds=rounds, connections=connections, against=against, pin=pin,
+                                 rate=rate)
 
 
 @bench_app.command("scaling")
