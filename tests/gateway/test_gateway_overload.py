@@ -625,3 +625,57 @@ def test_refused_commands_without_a_request_id_get_fresh_ones_and_every_framing_
         assert [status for status, _, _ in answers] == [503] * count, raw[:300]
         assert all(json.loads(payload)["code"] == "overloaded" for _, _, payload in answers)
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+
+
+def test_an_http_1_0_command_asking_keep_alive_is_handed_on_past_capacity_not_shed(gateway_url) -> None:
+    """The guard sheds HTTP/1.1 keep-alive requests only: its refusal is an HTTP/1.1 answer without a Connection
+    header, which an HTTP/1.0 client would not keep its connection for (it knows the version from the absence of a
+    Connection header, not by reading it each time: ``_sheddable_head``). Given both slots held, when a client sends a
+    command as HTTP/1.0 with ``Connection: keep-alive``, and an HTTP/1.1 one after it on another connection, then both
+    are refused 503 ``overloaded``, the first by the command path (its access line names its request id), the second
+    by the guard (none does)."""
+    url, stack = gateway_url
+    rooms = open_board_rooms(url, "old-version", MAX_INFLIGHT + 1)
+    engine = stack.processes["engine"]
+    body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
+    room, token = rooms[-1]
+
+    def request(version: str, request_id: str, connection: str = "") -> bytes:
+        return (f"POST /rooms/{room}/commands HTTP/{version}\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                f"{connection}Content-Type: application/json\r\nX-Request-ID: {request_id}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+    async def answer(data: bytes) -> bytes:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(data)
+        raw = b""
+        while not raw.rstrip().endswith(b"}"):
+            chunk = await asyncio.wait_for(reader.read(65536), 10)
+            assert chunk, f"the connection closed after {raw!r}"
+            raw += chunk
+        writer.close()
+        return raw
+
+    async def scenario() -> tuple[bytes, bytes, list[httpx.Response]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            holding = asyncio.gather(*(client.post(
+                f"/rooms/{r}/commands", headers={"Authorization": f"Bearer {t}"},
+                json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for r, t in rooms[:-1]))
+            await _slots_held(url)  # (the engine is paused)
+            old = await answer(request("1.0", "old-keep-alive", "Connection: keep-alive\r\n"))
+            new = await answer(request("1.1", "new-keep-alive"))
+            return old, new, await holding
+
+    engine.send_signal(signal.SIGSTOP)
+    try:
+        old, new, held = asyncio.run(scenario())
+    finally:
+        engine.send_signal(signal.SIGCONT)
+    for raw in (old, new):
+        ((status, headers, payload),) = http_answers(raw, 1)
+        assert status == 503 and headers["retry-after"] and json.loads(payload)["code"] == "overloaded", raw[:300]
+    assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+    log = stack.log("gateway", 400_000)
+    assert '"request_id": "old-keep-alive"' in log  # handed on: the command path refused it
+    assert '"request_id": "new-keep-alive"' not in log  # shed by the guard
