@@ -20,6 +20,9 @@ answered. The servers, in turn each round, so that a machine shared with other w
 - ``floor``: a protocol that writes a fixed 503 for every read, parsing nothing: the loop's read, write and wake-up,
   which no change to the guard's Python can take off.
 
+Then each guard's Python alone (``--serve python``: its ``data_received`` fed the same request, no socket, CPU time),
+what a change to the guard's code can take off; the rest of a refusal is the loop's and the kernel's (the floor).
+
 The server runs this file as a script (``--serve``), so that with ``--against`` it imports the other checkout's guard.
 """
 
@@ -78,14 +81,11 @@ class _Floor(asyncio.Protocol):
         self.transport.write(FLOOR_ANSWER)  # type: ignore[union-attr]
 
 
-def _serve(kind: str, port: int) -> None:
-    import uvicorn  # noqa: PLC0415
-
-    from almanac.services.gateway.connection_guard import server_options  # noqa: PLC0415
+def _refusing_app() -> tuple[Any, Any]:
+    """(settings, the gateway's app as the guard reads it), its gateway refusing every command."""
     from almanac.services.gateway.gateway import Gateway  # noqa: PLC0415
     from almanac.services.gateway.metrics import GatewayMetrics  # noqa: PLC0415
     from almanac.services.gateway.overload import Admission, FairShare  # noqa: PLC0415
-    from almanac.services.heap import collect_less_often  # noqa: PLC0415
     from almanac.services.settings import Settings  # noqa: PLC0415
 
     settings = Settings()
@@ -97,11 +97,67 @@ def _serve(kind: str, port: int) -> None:
     gateway.fair = FairShare(settings.gateway_max_inflight)
     gateway.inflight = settings.gateway_max_inflight
     gateway.metrics = GatewayMetrics()
+    return settings, _RefusingApp(settings, gateway)
+
+
+def _serve(kind: str, port: int) -> None:
+    import uvicorn  # noqa: PLC0415
+
+    from almanac.services.gateway.connection_guard import server_options  # noqa: PLC0415
+    from almanac.services.heap import collect_less_often  # noqa: PLC0415
+
+    settings, app = _refusing_app()
     options = server_options(settings) | {"host": "127.0.0.1", "port": port, "lifespan": "off"}
     if kind == "floor":
         options["http"] = _Floor
     collect_less_often()  # as every `almanac` process
-    uvicorn.run(_RefusingApp(settings, gateway), **options)
+    uvicorn.run(app, **options)
+
+
+class _Sink:
+    """A transport that takes the guard's writes and does nothing else (``_python_alone``)."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40_000) if name == "peername" else default
+
+
+def _python_alone(request: bytes, calls: int = 50_000, repeats: int = 5) -> float:
+    """The guard's own cost of a refusal, no socket: its ``data_received`` fed the request ``calls`` times (CPU
+    time, the least of ``repeats``). The parse (httptools) and the guard's Python: what a change to it can take off."""
+    import gc  # noqa: PLC0415
+
+    import uvloop  # noqa: PLC0415
+    from uvicorn.config import Config  # noqa: PLC0415
+    from uvicorn.server import ServerState  # noqa: PLC0415
+
+    from almanac.services.gateway.connection_guard import GuardedConnection  # noqa: PLC0415
+
+    settings, app = _refusing_app()
+    config = Config(app, http=GuardedConnection, lifespan="off", interface="asgi3")
+    config.load()
+    loop = uvloop.new_event_loop()
+    state = ServerState()
+    state.default_headers = [(b"date", b"Sat, 05 Dec 2026 15:00:00 GMT"), (b"server", b"uvicorn")]
+    guard = GuardedConnection(config, state, {}, _loop=loop)
+    guard.connection_made(_Sink())  # type: ignore[arg-type]
+    before = app.state.gateway.metrics.shed_pending
+    gc.collect()
+    gc.freeze()
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.process_time()
+        for _ in range(calls):
+            guard.data_received(request)
+        best = min(best, time.process_time() - started)
+    if app.state.gateway.metrics.shed_pending - before != calls * repeats:
+        raise RuntimeError("the guard did not shed every request it was fed")
+    return best / calls * 1e6
 
 
 # --- the load and the figures ------------------------------------------------------------------------------------
@@ -204,6 +260,39 @@ def _request() -> tuple[bytes, str]:
     return CommandSender.body(script[0]), token
 
 
+def _command_request(body: bytes, token: str) -> bytes:
+    """The bytes ``CommandSender.command`` writes for ``body`` (its own request, built by it, not copied here)."""
+    from almanac.client.command_sender import CommandSender  # noqa: PLC0415
+
+    written: list[bytes] = []
+
+    class _Writer:
+        def write(self, data: bytes) -> None:
+            written.append(data)
+
+        def close(self) -> None:
+            pass
+
+    class _Reader:
+        async def readuntil(self, _: bytes) -> bytes:
+            return b"HTTP/1.1 503 x\r\ncontent-length: 0\r\n\r\n"
+
+        async def readexactly(self, _: int) -> bytes:
+            return b""
+
+    sender = CommandSender(["http://127.0.0.1:1"], 1)
+    sender.idle[0].put_nowait((_Reader(), _Writer(), 0))
+    asyncio.run(sender.command(ROOM, body, token))
+    return b"".join(written)
+
+
+def _python_alone_in(env: dict[str, str], body: bytes, token: str) -> float:
+    """``_python_alone`` in a child under ``env`` (its PYTHONPATH says which checkout's guard)."""
+    script = [sys.executable, os.path.abspath(__file__), "--serve", "python", "--port", "0"]
+    done = subprocess.run(script, input=_command_request(body, token), env=env, capture_output=True, check=True)
+    return float(done.stdout.split()[-1])
+
+
 def main(seconds: float = 4.0, rounds: int = 3, connections: int = 64, against: str | None = None,
          pin: bool = True, rate: int = 0) -> dict[str, Any]:
     from rich.table import Table  # noqa: PLC0415
@@ -248,6 +337,9 @@ def main(seconds: float = 4.0, rounds: int = 3, connections: int = 64, against: 
     finally:
         for server in reversed(started):
             server.__exit__()
+    alone = {name: _python_alone_in(env if name == "guard" else env | {"PYTHONPATH": os.path.abspath(against or "")},
+                                    body, token)
+             for name in figures if name.startswith("guard")}
     offered = f"{rate:,}/s on schedule" if rate else "closed loop"
     table = Table(title=f"CPU per answer of each server process, µs ({connections} keep-alive connections, {offered}, "
                         f"{seconds:g} s a window, {rounds} rounds alternated; load average {min(load):.1f}-{max(load):.1f})")
@@ -262,18 +354,23 @@ def main(seconds: float = 4.0, rounds: int = 3, connections: int = 64, against: 
         table.add_row(name, ", ".join(f"{value:.1f}" for value in values), f"{median:.1f}",
                       f"{statistics.median(rates[name]):,.0f}", f"{median / bare:.2f}")
     console.print(table)
+    console.print("the guard's Python alone (data_received fed the request, no socket), µs per refusal: "
+                  + ", ".join(f"{name} {micros:.2f}" for name, micros in alone.items()))
     if split is not None:
         console.print(f"servers on CPU {sorted(split.stack)}, the load on CPU {sorted(split.generator)}")
     if against:
         pairs = [new / old for new, old in zip(figures["guard"], figures["guard (--against)"], strict=True)]
         console.print(f"guard / guard (--against), by round: {', '.join(f'{ratio:.2f}' for ratio in pairs)}")
-    return {"figures": figures, "rates": rates, "load": load}
+    return {"figures": figures, "rates": rates, "load": load, "python_alone": alone}
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--serve", choices=("guard", "floor"), required=True)
+    parser.add_argument("--serve", choices=("guard", "floor", "python"), required=True)
     parser.add_argument("--port", type=int, required=True)
     arguments = parser.parse_args()
     sys.path.remove(os.path.dirname(os.path.abspath(__file__)))  # not bench/ itself: its modules are almanac.bench's
-    _serve(arguments.serve, arguments.port)
+    if arguments.serve == "python":
+        print(f"{_python_alone(sys.stdin.buffer.read()):.3f}")
+    else:
+        _serve(arguments.serve, arguments.port)

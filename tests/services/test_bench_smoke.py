@@ -176,5 +176,6 @@ def test_the_refusal_benchmark_measures_the_guards_refusals_against_bare_uvicorn
     result = refusal.main(seconds=0.5, rounds=1, connections=4, against=str(tmp_path), pin=False)
     assert set(result["figures"]) == {"guard", "guard (--against)", "bare uvicorn", "floor"}
     assert all(value > 0 for values in result["figures"].values() for value in values)
+    assert set(result["python_alone"]) == {"guard", "guard (--against)"} and min(result["python_alone"].values()) > 0
     printed = " ".join(capsys.readouterr().out.split())
-    assert "of bare uvicorn" in printed and "guard / guard (--against)" in printed
+    assert "of bare uvicorn" in printed and "guard / guard (--against)" in printed and "Python alone" in printed
