@@ -22,6 +22,7 @@ from almanac.events.errors import CorruptEventError, RuleError
 from almanac.events.shown import Shown
 from almanac.events.step import CommandRecord, decode_record
 from almanac.services.data_secrets import file_secret
+from almanac.services.forensics.pauses import pause_now_and_then
 
 SIGNING_KEY_FILE = "signing-key"  # hex Ed25519 seed, mode 0600, in the data directory
 COMMIT_SECRET_FILE = "commit-secret"  # hex 32 bytes, mode 0600
@@ -261,14 +262,22 @@ async def player_checkpoints(checkpointer: Checkpointer, store: Any, room: str, 
     if not envelopes:
         raise LookupError(f"room {room!r} does not exist")
     key = checkpointer.room_key(room)
-    heads = cm.heads(key, envelopes, await checkpointer.scheme(store, room))
+    heads = []
+    # A heavy read (GET /rooms/{room}/checkpoints): a version at a time with a pause now and then, where a client's
+    # leaving stops it (services.forensics.pauses); without them a hung-up client's read of a long room ran to its end.
+    for index, head in enumerate(cm.each_head(key, envelopes, await checkpointer.scheme(store, room))):
+        await pause_now_and_then(index)
+        heads.append(head)
     last_of: dict[str, int] = {}
     for envelope in envelopes:
         if player is None or envelope.player == player:
             last_of[envelope.command_id] = envelope.version
-    versions = sorted(set(last_of.values()) | {len(envelopes)})
+    signed = []
+    for index, version in enumerate(sorted(set(last_of.values()) | {len(envelopes)})):
+        await pause_now_and_then(index)  # a signature each of the player's commands: as long as the heads, or longer
+        signed.append(checkpointer.ring.sign(room, version, heads[version - 1]))
     return {"format": "almanac-checkpoints", "format_version": 1, "keys": checkpointer.ring.document,
-            "checkpoints": [checkpointer.ring.sign(room, v, heads[v - 1]) for v in versions]}
+            "checkpoints": signed}
 
 
 def new_signing_seed() -> str:

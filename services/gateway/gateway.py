@@ -137,6 +137,7 @@ class Gateway:
         # ... shared between the clients competing for it (overload.FairShare).
         self.fair = FairShare(settings.gateway_max_inflight)
         self.metrics.watch_inflight(lambda: self.inflight, lambda: settings.gateway_max_inflight)
+        self.metrics.watch_heavy_reads(lambda: self.heavy.running, lambda: self.heavy.limit, lambda: self.heavy.asked)
         self.rate_limits = RateLimits(settings, client, self.keys)
         # The live feeds: one shared read of the shard feeds, and their caps per seat, per address and per process.
         self.live = LiveHub(client, self.store, self.keys, settings.live_max_feeds, settings.live_max_feeds_per_seat,

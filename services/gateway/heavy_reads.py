@@ -56,6 +56,9 @@ class HeavyReads:
     def __init__(self, limit: int, open_runtime: Callable[[], Runtime]) -> None:
         self.limit = limit
         self.running = 0
+        # Every heavy read asked of this process (answered from the memo, refused, run, abandoned): /metrics counts it,
+        # so that which routes read a whole room is seen from outside (tests/gateway/test_gateway_heavy_reads.py).
+        self.asked = 0
         self._open_runtime = open_runtime
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -95,6 +98,7 @@ class HeavyReads:
         cancellation takes effect at the work's next ``await`` (a long fold awaits now and then:
         ``api_console._series``, and services.forensics' folds through its ``pauses``), so a client that asks and
         hangs up in a loop starts no unbounded work."""
+        self.asked += 1
         if memo is not None and memo in self._memo:
             self._memo.move_to_end(memo)
             return self._memo[memo]

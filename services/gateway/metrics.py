@@ -15,7 +15,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import generate_latest
 
 from almanac.services.heap import PAUSE_BUCKETS_S, pauses
@@ -86,6 +86,17 @@ class CollectorPauseHistogram:
                                 value=gc.get_freeze_count())
 
 
+class _CountedBy:
+    """A counter whose value is read at each scrape from a count kept elsewhere (a plain integer where it is
+    counted: the heavy reads' worker and loop never lock for it)."""
+
+    def __init__(self, name: str, help_text: str, value: Callable[[], int]) -> None:
+        self.name, self.help_text, self.value = name, help_text, value
+
+    def collect(self):  # noqa: ANN201 - prometheus_client's collector protocol
+        yield CounterMetricFamily(self.name, self.help_text, value=self.value())
+
+
 class GatewayMetrics:
     """Everything one gateway counts, in its own registry (two gateways in one process never mix)."""
 
@@ -141,6 +152,15 @@ class GatewayMetrics:
                registry=self.registry).set_function(inflight)
         _Gauge("almanac_gateway_inflight_limit", "The in-flight limit (ALMANAC_GATEWAY_MAX_INFLIGHT).",
                registry=self.registry).set_function(limit)
+
+    def watch_heavy_reads(self, running: Callable[[], int], limit: Callable[[], int], asked: Callable[[], int]) -> None:
+        """The heavy reads (gateway.heavy_reads): running now, the limit, and how many were asked in all."""
+        _Gauge("almanac_gateway_heavy_reads", "Whole-room reads running in this gateway process now (each holds a "
+               "slot until its work has ended on the heavy-read worker).", registry=self.registry).set_function(running)
+        _Gauge("almanac_gateway_heavy_reads_limit", "Whole-room reads this process runs at once.",
+               registry=self.registry).set_function(limit)
+        self.registry.register(_CountedBy("almanac_gateway_heavy_reads_asked", "Whole-room reads asked of this "
+                                          "process: answered, from the memo, refused overloaded or abandoned.", asked))
 
     def decided(self, ruleset: str, accepted: bool, code: str = "", seconds: float | None = None) -> None:
         """A command the rules decided, its round trip ``seconds``: public when accepted (its room's version moves

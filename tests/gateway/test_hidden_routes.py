@@ -31,13 +31,11 @@ import concurrent.futures
 import contextlib
 import difflib
 import email.utils
-import itertools
 import json
 import re
 import time
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import msgspec
@@ -58,6 +56,7 @@ from hidden_games import (
     replay,
     rivals,
 )
+from openapi_calls import calls, spread
 from planted_leak import PLANTED_PATH
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
@@ -194,11 +193,6 @@ def wait_projected(twin: Twin, room: str, latest: int) -> None:
     raise AssertionError(f"the projector did not reach {room} version {latest}: {twin.stack.log('projector')}")
 
 
-def spread(values: list[str]) -> list[str]:
-    """A few representative values of a list: its first, middle and last."""
-    return list(dict.fromkeys([values[0], values[len(values) // 2], values[-1]]))
-
-
 def fillers(room: str, ruleset: str, run: list[Receipt], steps: int) -> dict[str, list[str]]:
     """Values for the parameters of the document's operations, by name, from the game stored: every
     parameter, required or optional, path or query, must have some here."""
@@ -232,36 +226,6 @@ def fillers(room: str, ruleset: str, run: list[Receipt], steps: int) -> dict[str
         "linear": ["true", "false"],
         "subscription": ["wh_0000000000000000"],  # webhook routes: auditors only, nothing of a game
     }
-
-
-def calls(document: dict, fill: dict[str, list[str]]) -> Iterator[tuple[str, str, str, bool]]:
-    """(operation, method, URL, about the game) for every operation of the document and every filling of
-    its parameters: every path filling without optional parameters; and with the last one, each optional
-    parameter at each of its values, and each two optional parameters together at a few values of each."""
-    for path, operations in document["paths"].items():
-        for method, operation in operations.items():
-            name = f"{method.upper()} {path}"
-            parameters = operation.get("parameters", [])
-            unfilled = [p["name"] for p in parameters if p["name"] not in fill or p["in"] not in ("path", "query")]
-            assert not unfilled, (f"{name}: no game fills {unfilled}; teach fillers() how "
-                                  "(tests/gateway/test_hidden_routes.py)")
-            in_path = [p["name"] for p in parameters if p["in"] == "path"]
-            required = [p["name"] for p in parameters if p["in"] == "query" and p.get("required")]
-            optional = [p["name"] for p in parameters if p["in"] == "query" and not p.get("required")]
-            fillings = list(itertools.product(*(fill[p] for p in in_path)))
-            for index, values in enumerate(fillings):
-                url = path
-                for parameter, value in zip(in_path, values, strict=True):
-                    url = url.replace("{" + parameter + "}", quote(value, safe=""))
-                query = [(p, fill[p][-1]) for p in required]
-                variants = [query]
-                if index == len(fillings) - 1:
-                    variants += [[*query, (p, value)] for p in optional for value in fill[p]]
-                    variants += [[*query, (p, x), (q, y)] for p, q in itertools.combinations(optional, 2)
-                                 for x in spread(fill[p]) for y in spread(fill[q])]
-                for variant in variants:
-                    full = url + ("?" + "&".join(f"{p}={quote(v, safe='')}" for p, v in variant) if variant else "")
-                    yield name, method, full, bool(in_path or variant)
 
 
 Answer = tuple[int, tuple[tuple[str, bytes], ...], bytes]
