@@ -1,5 +1,4 @@
-"""`almanac bench refusal`: the gateway's CPU per command the connection guard refuses as overloaded, against bare
-uvicorn in the same run.
+"""`almanac bench refusal`: the CPU of a command the connection guard refuses, against bare uvicorn in the same run.
 
 Past capacity most command requests are refused (503 ``overloaded``), and each refusal's CPU is taken from the commands
 the gateway accepted: with rho a refusal's cost over an accepted command's, goodput at three times capacity is at most
