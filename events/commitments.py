@@ -71,6 +71,13 @@ def _label(label: str) -> bytes:
     return len(encoded).to_bytes(2, "big") + encoded
 
 
+@functools.lru_cache(maxsize=4096)
+def _labelled(label: str) -> bytes:
+    """``_label(label)`` made once per label: every event's leaves and root name the same few (``FULL``, ``PUBLIC``
+    and the seats)."""
+    return _label(label)
+
+
 def view_bytes(envelope: Envelope, form: Mapping[str, Any]) -> bytes:
     """The bytes of one audience's view of an event: the form that reader is sent (``events.shown.shown_form``:
     the same dict, so the committed view is by construction what they received), bound to the room and its rules.
@@ -130,14 +137,14 @@ def _keyed(key: bytes) -> hmac.HMAC:
 
 
 def leaf(label: str, salt_v: bytes, view: bytes) -> bytes:
-    return hashlib.sha256(_LEAF_V2 + _label(label) + salt_v + view).digest()
+    return hashlib.sha256(_LEAF_V2 + _labelled(label) + salt_v + view).digest()
 
 
 def root(leaves: Mapping[str, bytes]) -> bytes:
     """``c_v`` of scheme v2: every audience's leaf, in the byte order of their labels, each named."""
     ordered = sorted(leaves, key=str.encode)
     return hashlib.sha256(_EVENT_V2 + len(ordered).to_bytes(2, "big")
-                          + b"".join(_label(label) + leaves[label] for label in ordered)).digest()
+                          + b"".join([_labelled(label) + leaves[label] for label in ordered])).digest()
 
 
 def leaves_of(key: bytes, envelope: Envelope, event: Any = None, shown: Shown | None = None) -> dict[str, bytes]:

@@ -51,8 +51,9 @@ if ARGV[3] ~= '' then
   local found = redis.call('GET', KEYS[3]) or redis.call('HGET', KEYS[4], ARGV[3])
   if found then return {2, found} end
 end
-local count = redis.call('INCR', KEYS[2])
-if count == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+-- A window's first count is one call (SET NX), the next ones INCR: the window INCR then PEXPIRE at 1 would open.
+local count = 1
+if not redis.call('SET', KEYS[2], '1', 'PX', ARGV[2], 'NX') then count = redis.call('INCR', KEYS[2]) end
 if count > tonumber(ARGV[1]) then
   local ttl = redis.call('PTTL', KEYS[2])
   if ttl < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[2]); ttl = tonumber(ARGV[2]) end

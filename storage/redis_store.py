@@ -216,8 +216,10 @@ while a <= #ARGV do
       results[n] = {'ok', ''}  -- a resend: its write answers 'dup', nothing counted
     else
       undecided = KEYS[record]
-      local counted = redis.call('INCR', KEYS[k])
-      if counted == 1 then redis.call('PEXPIRE', KEYS[k], ARGV[a + 3]) end
+      -- A window's first count is one call (a seat sends a few commands a minute: most counts open a window), the
+      -- next ones INCR; the same fixed window as INCR and then PEXPIRE at 1.
+      local counted = 1
+      if not redis.call('SET', KEYS[k], '1', 'PX', ARGV[a + 3], 'NX') then counted = redis.call('INCR', KEYS[k]) end
       if counted > tonumber(ARGV[a + 2]) then
         local ttl = redis.call('PTTL', KEYS[k])
         if ttl < 0 then redis.call('PEXPIRE', KEYS[k], ARGV[a + 3]); ttl = tonumber(ARGV[a + 3]) end

@@ -151,6 +151,24 @@ def bench_e2e(
              pin=pin)
 
 
+@bench_app.command("refusal")
+def bench_refusal(
+    seconds: float = typer.Option(4.0, min=0.5, help="Length of each server's window."),
+    rounds: int = typer.Option(3, min=1, max=50, help="Rounds: each server measured once a round, in turn."),
+    connections: int = typer.Option(64, min=1, max=1_024, help="Keep-alive connections, one request at a time each."),
+    against: str | None = typer.Option(
+        None, "--against",
+        help="Also the guard of another checkout, alternated with this one: a folder holding it as almanac/ "
+             "(e.g. git archive main | tar -x -C PATH/almanac), put on the server's PYTHONPATH."),
+    pin: bool = typer.Option(True, "--pin/--no-pin", help="Servers and the load on disjoint CPUs (with 2 or more)."),
+    rate: int = typer.Option(0, min=0, help="0: each connection a closed loop. N: N requests/s on schedule, open loop "
+                                            "(every server offered the same arrivals)."),
+) -> None:
+    """The gateway's CPU per command the connection guard refuses as overloaded, against bare uvicorn and a floor."""
+    bench_module("refusal").main(seconds=seconds, rounds=rounds, connections=connections, against=against, pin=pin,
+                                 rate=rate)
+
+
 @bench_app.command("scaling")
 def bench_scaling(
     rate: int = typer.Option(1_500, min=1, help="Offered load, commands per second, in every layout."),

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from typing import Any
 
 import httptools
@@ -52,7 +53,13 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from almanac.services.gateway.errors import REQUEST_ID_HEADER, ApiError, overloaded, request_id
+from almanac.services.gateway.errors import (
+    REQUEST_ID_HEADER,
+    ApiError,
+    new_request_id,
+    overloaded,
+    request_id,
+)
 from almanac.services.gateway.gateway import scope_address
 from almanac.services.gateway.http_app import COMMAND_PATH
 from almanac.services.settings import Settings
@@ -117,11 +124,15 @@ class GuardedConnection(asyncio.Protocol):
         self.read_by: float | None = None  # loop time by which a whole request must have come; None: none awaited
         self.deadline: asyncio.TimerHandle | None = None
         self.app_state = config.app.state  # the Gateway once the lifespan has started; ``cors``
+        # The gateway whose rule the guard applies, read from ``app_state`` once it is there (a Starlette ``State``:
+        # each attribute read is a Python call, 0.4 µs, three per refusal); False: never shed (CORS on).
+        self.gateway: Any = None
         self.default_headers = server_state.default_headers  # uvicorn's date and server headers, renewed each second
         self.server_state = server_state
         self.shed: list[bytes] | None = None  # refusals made for the read being parsed; None: it is not sheddable
         self.handed = False  # the read being parsed holds a request to hand on
         self.candidate = False  # the request in progress may be shed (a command route POST naming no id so far)
+        self.client_request_id = False  # its head carries an X-Request-ID (else a refusal draws a fresh id)
         self.url = b""
         self.body = bytearray()
 
@@ -174,8 +185,10 @@ class GuardedConnection(asyncio.Protocol):
                     if transport is not None and not transport.is_closing():
                         transport.write(shed[0] if len(shed) == 1 else b"".join(shed))
                     # Counted (an integer added), not logged or timed: refusals come in floods.
-                    self.app_state.gateway.metrics.shed(len(shed))
-                    self._arm()
+                    self.gateway.metrics.shed(len(shed))
+                    self.read_by = self.loop.time() + self.read_timeout_s  # ``_arm`` inline: the deadline exists
+                    if self.deadline is None:
+                        self._arm()
                     if self.server_timer:
                         # The client is not idle: uvicorn's protocol is told that data came (none of it to parse),
                         # which stops its keep-alive timer. Left running, it closed a connection whose every request
@@ -222,8 +235,9 @@ class GuardedConnection(asyncio.Protocol):
             raise _Refused
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name.lower(), value))
-        if len(self.headers) > self.max_headers:
+        headers = self.headers
+        headers.append((name.lower(), value))
+        if len(headers) > self.max_headers:
             self._refuse_head(f"it has more than {self.max_headers} headers (ALMANAC_HTTP_MAX_HEADERS)")
             raise _Refused
         self.head_bytes += len(name) + len(value)
@@ -270,14 +284,36 @@ class GuardedConnection(asyncio.Protocol):
         command route (its path as the route matches it), with no Idempotency-Key and no Expect, while CORS is off
         (with it on, a refusal must carry the CORS headers for its Origin, which ``GatewayApp``'s middleware adds)."""
         parser = self.parser
-        if parser.get_method() != b"POST" or parser.get_http_version() != "1.1" or not parser.should_keep_alive():
+        if parser.get_method() != b"POST" or not parser.should_keep_alive():
             return False
-        if getattr(self.app_state, "cors", True) or getattr(self.app_state, "gateway", None) is None:
+        if not self.gateway and not self._shedding():
             return False
+        client_request_id = connection = False
         for name, _ in self.headers:
-            if name in (b"idempotency-key", b"expect", b"upgrade"):
+            if name in _UNSHEDDABLE:
                 return False
-        return COMMAND_PATH.match(self.url.decode("latin-1")) is not None
+            if name == b"x-request-id":
+                client_request_id = True
+            elif name == b"connection":
+                connection = True
+        # Kept alive without a Connection header is HTTP/1.1: httptools parses versions 0.9, 1.0, 1.1 and 2.0 alone,
+        # and keeps any but 1.1 alive only when a Connection header asks. Only then is the version read (building its
+        # string cost 0.3 µs a refusal); an HTTP/1.0 keep-alive is handed on (uvicorn answers it as HTTP/1.0 needs).
+        if connection and parser.get_http_version() != "1.1":
+            return False
+        self.client_request_id = client_request_id
+        return _COMMAND_PATH.match(self.url) is not None
+
+    def _shedding(self) -> bool:
+        """Whether this connection may shed at all: its app has no CORS (read once: ``allow_origins`` is set when the
+        app is built) and its gateway is there (the lifespan has started), which is then kept in ``gateway``."""
+        if self.gateway is False:
+            return False
+        if getattr(self.app_state, "cors", True):
+            self.gateway = False
+            return False
+        self.gateway = getattr(self.app_state, "gateway", None)
+        return self.gateway is not None
 
     def on_url(self, url: bytes) -> None:
         self.url += url  # httptools may give a long url in parts
@@ -288,14 +324,14 @@ class GuardedConnection(asyncio.Protocol):
         ``GatewayApp`` applies to a request handed on: a request that may resend a decided command is never refused
         here); None: hand the request on (``GatewayApp`` asks again when it gets there: the guard cannot hand its
         answer through uvicorn's parser, and the same rule, asked later, can only see a fresher state)."""
-        gateway = self.app_state.gateway
-        reason = gateway.command_refusal(self._client(), self.body, False)  # no Idempotency-Key: _sheddable_head
+        reason = self.gateway.command_refusal(self.address if self.proxies is None else self._client(), self.body,
+                                              False)  # no Idempotency-Key: _sheddable_head
         if reason is None:
             return None
-        head, body = _overloaded_answer(reason)
-        rid = request_id({"headers": self.headers})
-        return b"".join((head, _default_headers(self.server_state.default_headers), _REQUEST_ID, b": ", rid.encode(),
-                         b"\r\n\r\n", body))
+        # The client's id when it sent one (``request_id`` checks its form), else a fresh one.
+        rid = request_id({"headers": self.headers}) if self.client_request_id else new_request_id()
+        head, tail = _overloaded_answer(reason, self.server_state.default_headers)
+        return head + rid.encode() + tail
 
     def _client(self) -> str:
         """The request's client as ``gateway.client_address`` names it: uvicorn's own proxy-headers middleware
@@ -383,28 +419,28 @@ class GuardedConnection(asyncio.Protocol):
 
 
 _PHRASES = {400: b"Bad Request", 431: b"Request Header Fields Too Large"}
-_OVERLOADED: dict[str, tuple[bytes, bytes]] = {}
+_REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
+# Headers after which a request is not shed: a possible resend (Idempotency-Key), one waiting for "100 Continue", an
+# upgrade (``_sheddable_head``).
+_UNSHEDDABLE = frozenset((b"idempotency-key", b"expect", b"upgrade"))
+_COMMAND_PATH = re.compile(COMMAND_PATH.pattern.encode())  # the route's own pattern, on the url's bytes as read
+# admission's reason -> (uvicorn's default headers it was made with, the 503's bytes before its request id and after)
+_OVERLOADED: dict[str, tuple[list[tuple[bytes, bytes]], bytes, bytes]] = {}
 
 
-def _overloaded_answer(reason: str) -> tuple[bytes, bytes]:
-    """The 503's status line and fixed headers, and its body, for one of admission's reasons (encoded once)."""
+def _overloaded_answer(reason: str, defaults: list[tuple[bytes, bytes]]) -> tuple[bytes, bytes]:
+    """The 503 for one of admission's reasons, as the bytes before its request id (status line, fixed headers,
+    uvicorn's date and server headers ``defaults``) and after it (the end of the head, the body): encoded once per
+    reason and per list of default headers uvicorn makes (each second), not per refusal."""
     answer = _OVERLOADED.get(reason)
-    if answer is None:
+    if answer is None or answer[0] is not defaults:
         refusal = overloaded(reason)
         body = _JSON.encode(refusal.body())
         head = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: %d\r\n" % len(body)
         head += b"".join(name.lower().encode() + b": " + value.encode() + b"\r\n" for name, value in (refusal.headers or {}).items())
-        answer = _OVERLOADED[reason] = (head, body)
-    return answer
-_REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
-_DEFAULTS: list[Any] = [None, b""]  # uvicorn's default headers (a list it replaces each second), and their bytes
-
-
-def _default_headers(headers: list[tuple[bytes, bytes]]) -> bytes:
-    """uvicorn's date and server headers as bytes, joined once per list uvicorn makes (each second), not per refusal."""
-    if _DEFAULTS[0] is not headers:
-        _DEFAULTS[:] = [headers, b"".join(name + b": " + value + b"\r\n" for name, value in headers)]
-    return _DEFAULTS[1]
+        head += b"".join(name + b": " + value + b"\r\n" for name, value in defaults)
+        answer = _OVERLOADED[reason] = (defaults, head + _REQUEST_ID + b": ", b"\r\n\r\n" + body)
+    return answer[1], answer[2]
 
 
 def _trusted(setting: str) -> list[str]:

@@ -36,7 +36,7 @@ INTERNAL_ERROR_MESSAGE = "the gateway failed to answer; the error is in its log 
 UNREPRESENTABLE = (OverflowError, RecursionError, msgspec.EncodeError)
 
 
-_new_request_id = UnguessableIds(16)  # names a request in logs: 16 hex digits, as before
+new_request_id = UnguessableIds(16)  # names a request in logs: 16 hex digits, as before
 
 
 def request_id(scope: dict[str, Any]) -> str:
@@ -48,7 +48,7 @@ def request_id(scope: dict[str, Any]) -> str:
                 known = value.decode("ascii")
                 break
         else:
-            known = _new_request_id()
+            known = new_request_id()
         scope["almanac.request_id"] = known
     return known
 

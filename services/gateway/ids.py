@@ -17,22 +17,22 @@ class UnguessableIds:
     The lock keeps two threads from taking the same slice (the heavy reads run a loop of their own)."""
 
     def __init__(self, hex_digits: int) -> None:
-        self._size = hex_digits // 2
+        self._digits = hex_digits - hex_digits % 2  # whole bytes, as before
         self._reseed()
         os.register_at_fork(after_in_child=self._reseed)
 
     def _reseed(self) -> None:
         self._lock = threading.Lock()
-        self._pool = b""
+        self._pool = ""  # a block's hex digits: an id is a slice of a string (no bytes.hex per id)
         self._at = 0
 
     def __call__(self) -> str:
-        size = self._size
+        digits = self._digits
         with self._lock:
             at = self._at
             if at >= len(self._pool):
-                self._pool = secrets.token_bytes(size * BLOCK)
+                self._pool = secrets.token_hex(digits // 2 * BLOCK)
                 at = 0
-            self._at = at + size
+            self._at = at + digits
             pool = self._pool
-        return pool[at:at + size].hex()
+        return pool[at:at + digits]

@@ -135,6 +135,9 @@ class RateLimits:
         self.bot_seats = limits.RateLimitItemPerHour(bot_seats_per_address(settings.max_bot_seats))
         self.keys = keys  # the gateway's own (services.bootstrap)
         self.used = UsedWindows()
+        # (room, player) -> the seat's limit: asked twice per command (``known_refusal``, ``seat_limit``), and its
+        # digest and key name are the same every time. Bounded: cleared when full (rebuilt at ~2 us a seat).
+        self._seat_limits: dict[tuple[str, str], RateLimit] = {}
         # limits' counters run on the process's own client (services.bootstrap: one client per process, a
         # FailoverCluster on a Cluster): no client of the library's own, so no connection of its own either.
         self._limiter = FixedWindowRateLimiter(ProcessClientStorage(client, ratelimit_prefix(keys.prefix)))
@@ -176,8 +179,13 @@ class RateLimits:
         room's shard by the submit script (None when the limit is off)."""
         if self.commands is None:
             return None
-        return RateLimit(self.keys.seat_rate(room, _seat(room, player)), self.commands.amount,
-                         self.commands.get_expiry() * 1000)
+        limit = self._seat_limits.get((room, player))
+        if limit is None:
+            if len(self._seat_limits) >= USED_WINDOWS_CAP:
+                self._seat_limits.clear()
+            limit = self._seat_limits[room, player] = RateLimit(self.keys.seat_rate(room, _seat(room, player)),
+                                                                 self.commands.amount, self.commands.get_expiry() * 1000)
+        return limit
 
     def token_refusal(self, retry_ms: int, room: str | None = None, limit: RateLimit | None = None) -> ApiError:
         """The 429 of a used-up seat window, Retry-After = the window's remaining whole seconds; with the

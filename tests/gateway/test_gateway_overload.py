@@ -68,6 +68,37 @@ async def _inflight_is(http: httpx.AsyncClient, count: int) -> bool:
                if line.startswith("almanac_gateway_inflight "))
 
 
+def _while_slots_held(url: str, stack: Stack, holders: list[tuple[str, str]],
+                      act: Callable[[], Awaitable[Any]]) -> tuple[Any, list[httpx.Response]]:
+    """What ``act`` returns, run while a command of each of ``holders`` (room, token) holds a slot with the engine
+    paused (nothing is decided: they wait out the 3 s timeout), and those commands' answers."""
+    async def scenario() -> tuple[Any, list[httpx.Response]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            holding = asyncio.gather(*(client.post(
+                f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for room, token in holders))
+            await _slots_held(url)
+            return await act(), await holding
+
+    engine = stack.processes["engine"]
+    engine.send_signal(signal.SIGSTOP)
+    try:
+        return asyncio.run(scenario())
+    finally:
+        engine.send_signal(signal.SIGCONT)
+
+
+async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes, count: int) -> bytes:
+    """``data`` written, then read until ``count`` answers (each a JSON body) have come."""
+    writer.write(data)
+    raw = b""
+    while raw.count(b"HTTP/1.1 ") < count or not raw.rstrip().endswith(b"}"):
+        chunk = await asyncio.wait_for(reader.read(65536), 10)
+        assert chunk, f"the connection closed after {raw!r}"
+        raw += chunk
+    return raw
+
+
 async def _decided(url: str, room: str, player: str, command_id: str, timeout_s: float = 30) -> None:
     """Until the engine has stored the outcome of ``command_id`` (a client's id) in ``room``."""
     store = RedisEventStore(connect(url))
@@ -252,47 +283,27 @@ def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals
                 + ("Expect: 100-continue\r\n" if expect else "")
                 + f"Content-Length: {len(body)}\r\n\r\n").encode() + (b"" if expect else body)
 
-    async def read_answers(reader: asyncio.StreamReader, count: int) -> bytes:
-        raw = b""
-        while raw.count(b"HTTP/1.1 ") < count or not raw.rstrip().endswith(b"}"):
-            chunk = await asyncio.wait_for(reader.read(65536), 10)
-            assert chunk, f"the connection closed after {raw!r}"
-            raw += chunk
-        return raw
+    async def act() -> tuple[bytes, bytes, bytes, bytes]:
+        # A health check and, pipelined behind it in the same write, a command the gateway must refuse
+        reader, writer = await asyncio.open_connection(host, int(port))
+        room, token = rooms[2]
+        in_order = await _exchange(reader, writer, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-ID: first-in-line\r\n\r\n"
+                                   + command(room, token, "behind-it"), 2)
+        writer.close()  # closing after a refusal: uvicorn's connection_lost runs on the refused cycle
+        # A refused command whose client waits for "100 Continue" before sending its body: told to continue (its
+        # body may resend a decided command, whose answer is its outcome), then refused, the connection kept
+        reader, writer = await asyncio.open_connection(host, int(port))
+        room, token = rooms[3]
+        writer.write(command(room, token, "expecting", expect=True))
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        expecting = await _exchange(reader, writer, body, 1)
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-ID: after-expect\r\n\r\n")
+        after = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        writer.close()
+        await asyncio.sleep(0.3)
+        return in_order, interim, expecting, after
 
-    async def scenario() -> tuple[bytes, bytes, bytes, list[httpx.Response]]:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-            holding = asyncio.gather(*(client.post(
-                f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
-                json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for room, token in rooms[:2]))
-            await _slots_held(url)  # (the engine is paused)
-            # A health check and, pipelined behind it in the same write, a command the gateway must refuse
-            reader, writer = await asyncio.open_connection(host, int(port))
-            room, token = rooms[2]
-            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-ID: first-in-line\r\n\r\n"
-                         + command(room, token, "behind-it"))
-            in_order = await read_answers(reader, 2)
-            writer.close()  # closing after a refusal: uvicorn's connection_lost runs on the refused cycle
-            # A refused command whose client waits for "100 Continue" before sending its body: told to continue (its
-            # body may resend a decided command, whose answer is its outcome), then refused, the connection kept
-            reader, writer = await asyncio.open_connection(host, int(port))
-            room, token = rooms[3]
-            writer.write(command(room, token, "expecting", expect=True))
-            interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            writer.write(body)
-            expecting = await read_answers(reader, 1)
-            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-ID: after-expect\r\n\r\n")
-            after = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            writer.close()
-            await asyncio.sleep(0.3)
-            return in_order, interim, expecting, after, await holding
-
-    engine = stack.processes["engine"]
-    engine.send_signal(signal.SIGSTOP)
-    try:
-        in_order, interim, expecting, after, held = asyncio.run(scenario())
-    finally:
-        engine.send_signal(signal.SIGCONT)
+    (in_order, interim, expecting, after), held = _while_slots_held(url, stack, rooms[:2], act)
     # Then the answers come in the order of the requests: the health check's, then the refusal
     (_, first_headers, _), (status, headers, payload) = http_answers(in_order, 2)
     assert first_headers["x-request-id"] == "first-in-line"
@@ -571,7 +582,6 @@ def test_refused_commands_without_a_request_id_get_fresh_ones_and_every_framing_
     naming its ``command_id``, then each is answered 503 in order and the connection is kept."""
     url, stack = gateway_url
     rooms = open_board_rooms(url, "plain", MAX_INFLIGHT + 1)
-    engine = stack.processes["engine"]
     body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
     room, token = rooms[-1]
     head = f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
@@ -585,33 +595,15 @@ def test_refused_commands_without_a_request_id_get_fresh_ones_and_every_framing_
         ((head + f"Content-Length: {len(named)}\r\n\r\n").encode() + named, 1),
     ]
 
-    async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes, count: int) -> bytes:
-        writer.write(data)
-        raw = b""
-        while raw.count(b"HTTP/1.1 ") < count or not raw.rstrip().endswith(b"}"):
-            chunk = await asyncio.wait_for(reader.read(65536), 10)
-            assert chunk, f"the connection closed after {raw!r}"
-            raw += chunk
-        return raw
+    async def act() -> tuple[list[bytes], list[bytes]]:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        shed = [await _exchange(reader, writer, plain, 1) for _ in range(10)]
+        parsed = [await _exchange(reader, writer, data, count) for data, count in others]
+        writer.close()
+        return shed, parsed
 
-    async def scenario() -> tuple[list[bytes], list[bytes], list[httpx.Response]]:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-            holding = asyncio.gather(*(client.post(
-                f"/rooms/{r}/commands", headers={"Authorization": f"Bearer {t}"},
-                json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for r, t in rooms[:-1]))
-            await _slots_held(url)  # (the engine is paused)
-            host, port = url.removeprefix("http://").split(":")
-            reader, writer = await asyncio.open_connection(host, int(port))
-            shed = [await exchange(reader, writer, plain, 1) for _ in range(10)]
-            parsed = [await exchange(reader, writer, data, count) for data, count in others]
-            writer.close()
-            return shed, parsed, await holding
-
-    engine.send_signal(signal.SIGSTOP)
-    try:
-        shed, parsed, held = asyncio.run(scenario())
-    finally:
-        engine.send_signal(signal.SIGCONT)
+    (shed, parsed), held = _while_slots_held(url, stack, rooms[:-1], act)
     log = stack.log("gateway", 400_000)
     ids = set()
     for raw in shed:
@@ -625,3 +617,41 @@ def test_refused_commands_without_a_request_id_get_fresh_ones_and_every_framing_
         assert [status for status, _, _ in answers] == [503] * count, raw[:300]
         assert all(json.loads(payload)["code"] == "overloaded" for _, _, payload in answers)
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+
+
+def test_an_http_1_0_command_asking_keep_alive_is_handed_on_past_capacity_not_shed(gateway_url) -> None:
+    """The guard sheds HTTP/1.1 keep-alive requests only: its refusal is an HTTP/1.1 answer without a Connection
+    header, which an HTTP/1.0 client would not keep its connection for (it knows the version from the absence of a
+    Connection header, not by reading it each time: ``_sheddable_head``). Given both slots held, when a client sends a
+    command as HTTP/1.0 with ``Connection: keep-alive``, and an HTTP/1.1 one after it on another connection, then both
+    are refused 503 ``overloaded``, the first by the command path (its access line names its request id), the second
+    by the guard (none does)."""
+    url, stack = gateway_url
+    rooms = open_board_rooms(url, "old-version", MAX_INFLIGHT + 1)
+    body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
+    room, token = rooms[-1]
+
+    def request(version: str, request_id: str, connection: str = "") -> bytes:
+        return (f"POST /rooms/{room}/commands HTTP/{version}\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                f"{connection}Content-Type: application/json\r\nX-Request-ID: {request_id}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+    async def answer(data: bytes) -> bytes:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        raw = await _exchange(reader, writer, data, 1)
+        writer.close()
+        return raw
+
+    async def act() -> tuple[bytes, bytes]:
+        return (await answer(request("1.0", "old-keep-alive", "Connection: keep-alive\r\n")),
+                await answer(request("1.1", "new-keep-alive")))
+
+    (old, new), held = _while_slots_held(url, stack, rooms[:-1], act)
+    for raw in (old, new):
+        ((status, headers, payload),) = http_answers(raw, 1)
+        assert status == 503 and headers["retry-after"] and json.loads(payload)["code"] == "overloaded", raw[:300]
+    assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+    log = stack.log("gateway", 400_000)
+    assert '"request_id": "old-keep-alive"' in log  # handed on: the command path refused it
+    assert '"request_id": "new-keep-alive"' not in log  # shed by the guard

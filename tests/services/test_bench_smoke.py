@@ -162,3 +162,20 @@ def test_the_live_benchmark_holds_more_feeds_than_one_address_may_and_times_the_
     assert figures["open_s"] > 0 and figures["fan_out_ms"] > 0
     assert figures["feeds"]["redis_clients"][0] >= figures["none"]["redis_clients"][0]
     assert figures["none"]["p50_ms"] > 0 and figures["feeds"]["p50_ms"] > 0
+
+
+def test_the_refusal_benchmark_measures_the_guards_refusals_against_bare_uvicorn_and_a_floor(capsys, tmp_path):
+    """Given the refusal benchmark on a tiny budget, against this checkout's own guard as the other (a folder holding
+    it as almanac/), then every server answered the flood (the guards only 503: ``_measure`` checks) and each figure
+    stands beside bare uvicorn's."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from almanac.bench import refusal  # noqa: PLC0415
+
+    (tmp_path / "almanac").symlink_to(Path(__file__).resolve().parents[2])
+    result = refusal.main(seconds=0.5, rounds=1, connections=4, against=str(tmp_path), pin=False)
+    assert set(result["figures"]) == {"guard", "guard (--against)", "bare uvicorn", "floor"}
+    assert all(value > 0 for values in result["figures"].values() for value in values)
+    assert set(result["python_alone"]) == {"guard", "guard (--against)"} and min(result["python_alone"].values()) > 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "of bare uvicorn" in printed and "guard / guard (--against)" in printed and "Python alone" in printed

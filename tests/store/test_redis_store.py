@@ -130,6 +130,32 @@ async def test_an_ordered_write_counts_each_limited_command_first_and_writes_not
     assert int(await redis_client.get(limit.key)) == 3
 
 
+async def test_a_window_opened_by_a_count_costs_one_redis_call_and_is_the_same_fixed_window(redis_client):
+    """Given a seat with no window, when its command is written with its count (storage.base.Counted), then the count
+    opened the window with one call (SET NX PX: no INCR, no PEXPIRE; a seat sends a few commands a minute, so most
+    counts open a window, docs/capacity.md), the window is the limit's, and a second command in it is counted by
+    INCR in the same window: the fixed window INCR then PEXPIRE made."""
+    store = RedisEventStore(redis_client, shard_count=1)
+    limit = Counted(key=Keys(1).seat_rate("w1", "digest"), amount=5, window_ms=60_000)
+    first = make_envelopes("w1", 1, 1, GENESIS_HASH, command_id="a")
+    await redis_client.config_resetstat()
+    (result,) = await store.write_ordered([AppendRequest(room="w1", expected_version=0, command_id="a",
+                                                         envelopes=first, counted=limit)])
+    assert type(result).__name__ == "AppendResult"
+    calls = await redis_client.info("commandstats")
+    assert "cmdstat_incr" not in calls and "cmdstat_pexpire" not in calls, sorted(calls)
+    assert int(await redis_client.get(limit.key)) == 1
+    window = await redis_client.pttl(limit.key)
+    assert 59_000 < window <= 60_000
+
+    second = make_envelopes("w1", 2, 1, first[-1].hash, command_id="b")
+    (result,) = await store.write_ordered([AppendRequest(room="w1", expected_version=1, command_id="b",
+                                                         envelopes=second, counted=limit)])
+    assert type(result).__name__ == "AppendResult"
+    assert int(await redis_client.get(limit.key)) == 2
+    assert 0 < await redis_client.pttl(limit.key) <= window  # the same window, not a new one
+
+
 async def test_an_ordered_writes_reply_that_does_not_match_its_writes_is_an_error_not_a_guess(redis_client):
     """Each write (and each count before one) has one reply: a reply of another length is refused outright."""
     store = RedisEventStore(redis_client, shard_count=1)
