@@ -452,10 +452,10 @@ def test_no_whole_room_read_outlives_its_hung_up_client(gateway: tuple[str, Stac
         assert running == 0 and freed_s < max(fold_s / 3, FREED_FLOOR_S), (form, freed_s, fold_s)
 
 
-# What another client's cheap GET may take while a gateway gives its first answer about the long room: a few ms on
-# its own, 0.02-0.05 s beside that answer; 0.5-0.7 s when the answer hashed the room's checkpoint head from version 1
-# in one go on the gateway's loop (services.checkpoints.Checkpointer.head, HEAD_PAUSE_EVERY).
-FIRST_ANSWER_BESIDE_S = 0.25
+# What another client's cheap GET may take while a gateway gives its first answer about the long room: 0.011-0.016 s
+# beside it, 0.126 s with two CPU burners on a 2-core host; 0.30 s (3.1 s with the burners) when the answer hashed the
+# room's checkpoint head from version 1 in one go on the gateway's loop (services.checkpoints.HEAD_PAUSE_EVERY).
+FIRST_ANSWER_BESIDE_S = 0.2
 
 
 def test_the_first_answer_about_a_long_room_leaves_other_clients_answered(gateway: tuple[str, Stack],
@@ -489,7 +489,7 @@ def test_the_first_answer_about_a_long_room_leaves_other_clients_answered(gatewa
     finally:
         stack.processes["first-answer"].terminate()
     print(f"the first answer about {HUNG_VERSIONS} versions: a small room's GET beside it took "
-          f"max {max(beside):.3f} s ({len(beside)} GETs: {[round(took, 3) for took in beside]})")
+          f"max {max(beside):.3f} s ({len(beside)} GETs)")
     assert answer.status_code == 200, answer.text
     assert max(beside) < FIRST_ANSWER_BESIDE_S, beside
     again = httpx.get(f"{url}/rooms/{room}", timeout=60)
