@@ -206,7 +206,8 @@ SHORT_VERSIONS = 20
 # A call that did not enter HeavyReads.run answers the long room within this, on the gateway's own loop: no
 # whole-room re-decide or series there (each takes seconds on it). A claim room's bare fold (~0.15 s) is not told
 # apart from a busy host's wait, nor is the first answer about a room in a process: its checkpoint head hashes the
-# whole room on the loop (services.checkpoints.Checkpointer.head; ~0.4 s at 20,000 versions).
+# whole room (services.checkpoints.Checkpointer.head; ~0.4 s at 20,000 versions, in slices that give the loop back:
+# test_the_first_answer_about_a_long_room_leaves_other_clients_answered).
 LIGHT_S = 1.0
 # A heavy read is timed up to this (F; longer ones are abandoned there, and F is this): its client then hangs up
 # as soon as its read is seen running. A read that ignored its client's leaving would hold its slot for most of F.
