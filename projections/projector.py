@@ -20,7 +20,7 @@ from almanac.events.step import advance
 from almanac.projections.model_writes import COMMIT_SCRIPT, JoinedWrites, encode_json, queue_update, text
 from almanac.projections.read_model_rows import RoomUpdate, project_room
 from almanac.projections.rebuild import rebuild_shard
-from almanac.storage.keys import projector_heartbeat_key, projector_stats_key
+from almanac.storage.keys import projector_heartbeat_key, projector_stats_key, projectors_key
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
@@ -504,6 +504,7 @@ class Projector:
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.set(projector_heartbeat_key(self.name, self.keys.prefix), encode_json(status), px=self.heartbeat_ttl_ms)
             pipe.hset(projector_stats_key(self.name, self.keys.prefix), mapping=stats)
+            pipe.sadd(projectors_key(self.keys.prefix), self.name)
             await pipe.execute()
 
 

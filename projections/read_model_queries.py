@@ -13,7 +13,7 @@ import msgspec
 from almanac.events import registry
 from almanac.projections.model_writes import decode_json, encode_json, text
 from almanac.storage.archive_index import archived_page, listing_rows, model_rows
-from almanac.storage.keys import Keys, projector_heartbeat_key, projector_stats_key, shard_of
+from almanac.storage.keys import Keys, projector_heartbeat_key, projector_stats_key, projectors_key, shard_of
 
 _FIRST_POLL_S = 0.002
 _MAX_POLL_S = 0.05
@@ -243,11 +243,17 @@ class ReadModels:
     async def status(self) -> dict:
         """Projector heartbeats (live ones only), their figures, and per shard the age of the oldest unapplied entry."""
         heartbeats = []
-        async for key in self.client.scan_iter(match=projector_heartbeat_key("*", self.keys.prefix), count=100):
-            data = await self.client.get(key)
+        # The projectors named in their set, their heartbeats and figures in one pipeline: a projector that ran once
+        # and stopped (its heartbeat expired) is not alive.
+        names = sorted(text(name) for name in await self.client.smembers(projectors_key(self.keys.prefix)))
+        async with self.client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.get(projector_heartbeat_key(name, self.keys.prefix))
+                pipe.hgetall(projector_stats_key(name, self.keys.prefix))
+            found = await pipe.execute()
+        for data, stats in zip(found[::2], found[1::2], strict=True):
             if data is not None:
                 beat = decode_json(data)
-                stats = await self.client.hgetall(projector_stats_key(beat["name"], self.keys.prefix))
                 beat["stats"] = {text(k): _number(text(v)) for k, v in stats.items()}
                 heartbeats.append(beat)
         # TIME on its own: a Redis Cluster pipeline refuses it.

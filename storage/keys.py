@@ -104,6 +104,12 @@ def engines_key(prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:engines"
 
 
+def projectors_key(prefix: str = DEFAULT_PREFIX) -> str:
+    """The set of projector names that ever ran: the gateway's health view reads their heartbeats from it (a SCAN
+    for them took a round trip per 100 keys of the whole keyspace, 200 on a Redis of 20,000 keys, at each /health)."""
+    return f"{prefix}:projectors"
+
+
 def projector_heartbeat_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:projector:heartbeat:{name}"
 

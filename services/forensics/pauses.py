@@ -16,9 +16,9 @@ from almanac.events.forensics.redecide import Redecided, Span, redecide_each
 YIELD_EVERY = 200
 
 
-async def pause_now_and_then(index: int) -> None:
-    """Give the loop back once every ``YIELD_EVERY`` calls (``index`` counts them)."""
-    if index % YIELD_EVERY == YIELD_EVERY - 1:
+async def pause_now_and_then(index: int, every: int = YIELD_EVERY) -> None:
+    """Give the loop back once every ``every`` calls (``index`` counts them)."""
+    if index % every == every - 1:
         await asyncio.sleep(0)
 
 

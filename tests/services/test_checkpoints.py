@@ -392,3 +392,48 @@ async def test_an_answer_about_an_old_version_hashes_from_the_nearest_anchor_not
     # and below the first anchor, with nothing from memory to start at, the room must be read again
     with pytest.raises(LookupError):
         await signer.checkpoint(empty, room, ANCHOR_EVERY - 1, (chain[ANCHOR_EVERY - 2],))
+
+
+async def test_a_long_head_is_hashed_a_slice_at_a_time_once_with_the_loop_given_back(held, monkeypatch) -> None:
+    """The first answer about a long room in a process hashes it from version 1: past HEAD_SLICE versions it reads
+    and hashes a slice at a time, giving the loop back every HEAD_PAUSE_EVERY events, and answers asking at once
+    wait for the one hashing the room. Its heads are those of the whole chain hashed in one go, byte for byte."""
+    from almanac.services import checkpoints  # noqa: PLC0415
+    from almanac.storage.memory_store import MemoryEventStore  # noqa: PLC0415
+
+    class CountingStore(MemoryEventStore):
+        """A memory store that counts the versions read from it."""
+
+        read_versions = 0
+
+        async def read(self, room: str, start: int = 1, end: int | None = None) -> list:
+            found = await super().read(room, start, end)
+            self.read_versions += len(found)
+            return found
+
+    chain = chain_of(held["bundle"])
+    room, store = held["bundle"]["room"], CountingStore()
+    await store.append(room, 0, "the-whole-room", chain)
+    ring, secret = KeyRing([b"\x09" * 32]), b"\x05" * 32
+    # Given the heads of the room hashed in one go (a chain shorter than a slice: the path every command takes)
+    whole = checkpoints.Checkpointer(ring, secret)
+    expected = {v: await whole.checkpoint(store, room, v, chain[:v]) for v in (len(chain) - 5, len(chain))}
+    assert store.read_versions == 0
+    # When a process that never answered about it is asked for two of its versions at once, the room longer than a slice
+    monkeypatch.setattr(checkpoints, "HEAD_SLICE", 10, raising=False)
+    monkeypatch.setattr(checkpoints, "HEAD_PAUSE_EVERY", 3, raising=False)
+    fresh, turns = checkpoints.Checkpointer(ring, secret), 0
+
+    async def other_client() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    beside = asyncio.create_task(other_client())
+    answers = await asyncio.gather(*(fresh.checkpoint(store, room, v) for v in expected))
+    beside.cancel()
+    # Then each is the checkpoint hashed in one go, the room read once, and the loop was given back all along
+    assert answers == list(expected.values())
+    assert store.read_versions == len(chain)
+    assert turns >= len(chain) // 4, turns  # a turn every 3 events of a slice of 10 (the memory store's read waits not)
