@@ -78,4 +78,5 @@ def archiver_command(
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings, create=True) as url:
         bootstrapped(lambda: bootstrap.check_reachable(settings, url, bootstrap.Role.TOOL))
+        archiver_process.below_the_command_path()  # background work: the CPU the command path leaves
         uvloop.run(archiver_process.run(settings, url, name=name, on_ready=freeze_startup_heap))

@@ -50,6 +50,11 @@ def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: s
         children = set(info["children"])
         assert {"projector", "gateway", "archiver"} <= children <= {"projector", "gateway", "notifier", "archiver", "bots"}
         assert info["auditor_token"]
+        # The archiver is background work: it runs below the command path's CPU priority (a wave of ended rooms moved
+        # beside a gateway at capacity took its CPU from the commands), the gateway at the priority `up` has
+        gateway_niceness = os.getpriority(os.PRIO_PROCESS, info["children"]["gateway"])
+        assert gateway_niceness == os.getpriority(os.PRIO_PROCESS, up.pid)
+        assert os.getpriority(os.PRIO_PROCESS, info["children"]["archiver"]) == min(19, gateway_niceness + 10)
 
         # A child that dies is started again: the gateway, killed holding every shard's lease, comes back and
         # (once the old leases lapse) holds them again.
