@@ -46,6 +46,7 @@ HEARTBEAT_TTL_S = 15
 # scheduler weighs it about a tenth of a default process. In its own container (compose, k8s) it competes with other
 # containers by their CPU shares, not by this.
 BACKGROUND_NICENESS = 10
+AUTOGROUP_TRIES = 10
 RETRY_S = (0.5, 5.0)  # a pass Redis failed: the next one after the first, doubling up to the second
 
 
@@ -203,10 +204,20 @@ def below_the_command_path() -> None:
     niceness and still took 0.31 of the core beside the gateway. A session leader sets its session's too (the session
     is then its own); a process run in someone else's session (a shell's) leaves theirs alone."""
     os.nice(BACKGROUND_NICENESS)
-    if os.getsid(0) == os.getpid():
-        with contextlib.suppress(OSError):  # no autogroups in this kernel, or not writable here: its own niceness only
+    if os.getsid(0) != os.getpid():
+        return
+    # The kernel takes one such write a tenth of a second from an unprivileged process, machine-wide (EAGAIN before
+    # then): another archiver starting at the same moment is waited for, a few times.
+    for _ in range(AUTOGROUP_TRIES):
+        try:
             with open("/proc/self/autogroup", "w") as autogroup:
                 autogroup.write(str(BACKGROUND_NICENESS))
+            return
+        except BlockingIOError:
+            time.sleep(0.11)
+        except OSError:
+            return  # no autogroups in this kernel, or not writable here: its own niceness only
+    log.warning("archiver.session_priority_unchanged", tries=AUTOGROUP_TRIES)
 
 
 async def run(settings: Settings, redis_url: str, *, name: str = "archiver",

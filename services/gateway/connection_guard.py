@@ -292,7 +292,7 @@ class GuardedConnection(asyncio.Protocol):
         for name, _ in self.headers:
             if name in _UNSHEDDABLE:
                 return False
-            if name == b"x-request-id":
+            if name == _REQUEST_ID:
                 client_request_id = True
             elif name == b"connection":
                 connection = True
@@ -324,8 +324,7 @@ class GuardedConnection(asyncio.Protocol):
         ``GatewayApp`` applies to a request handed on: a request that may resend a decided command is never refused
         here); None: hand the request on (``GatewayApp`` asks again when it gets there: the guard cannot hand its
         answer through uvicorn's parser, and the same rule, asked later, can only see a fresher state)."""
-        reason = self.gateway.command_refusal(self.address if self.proxies is None else self._client(), self.body,
-                                              False)  # no Idempotency-Key: _sheddable_head
+        reason = self.gateway.command_refusal(self._client(), self.body, False)  # no Idempotency-Key: _sheddable_head
         if reason is None:
             return None
         # The client's id when it sent one (``request_id`` checks its form), else a fresh one.

@@ -222,8 +222,9 @@ HELD_S = 0.5
 # What a hung-up short read may take to give its slot back: the rest of its work (a read of the whole log from Redis
 # is one round trip, ~0.1 s here), the hang-up's own way to the gateway, and this test's polls of /metrics (0.30 s
 # was seen on a host running three benchmarks beside it). A read that ignores its client's leaving still fails from
-# ~0.45 s on (most of it left at the hang-up): each heavy read of the long room but the cheapest.
-FREED_FLOOR_S = 0.35
+# ~0.6 s on (most of it left at the hang-up): each heavy read of the long room but the cheapest. (0.35 s left too
+# little room for the 0.30 s seen on a loaded host: a review, 2026-12-05.)
+FREED_FLOOR_S = 0.45
 METRIC = re.compile(r"^(almanac_gateway_heavy_reads(?:_asked_total)?) (\S+)$", re.M)
 
 
@@ -413,7 +414,8 @@ def test_no_whole_room_read_outlives_its_hung_up_client(gateway: tuple[str, Stac
     HeavyReads.run on a short room (``routes``) is timed on the long room (F, at most TIMED_S), then asked again by a
     client that hangs up once its read is seen running: the gateway's count of heavy reads running (/metrics) must be back
     to none within a third of F of the hang-up, the abandoned work cancelled, not run to its end. Each other call
-    of the operation must answer the long room within LIGHT_S: no whole-room read outside HeavyReads."""
+    of the operation must answer the long room within LIGHT_S: no read of seconds outside HeavyReads (a fold of a
+    fraction of a second on the gateway's loop is not told apart from a busy host's wait: see LIGHT_S)."""
     _, stack = gateway
     long, short = routes.long, routes.short.room
     heavy = {form: call for form, call in routes.heavy.items() if call.operation == operation}
@@ -457,7 +459,9 @@ def test_no_whole_room_read_outlives_its_hung_up_client(gateway: tuple[str, Stac
 # room: 0.017-0.049 s beside it, 0.186 s beside two CPU burners on a 2-core host (the test niced below them). Before:
 # 0.30-0.56 s (3.1 s beside the burners), the answer hashing the room's checkpoint head from version 1 in one go on
 # the gateway's loop (services.checkpoints.HEAD_PAUSE_EVERY); and /health 0.35 s with the hash in slices while it
-# found the projectors with a SCAN of the whole keyspace (projections.read_model_queries.ReadModels.status).
+# found the projectors with a SCAN of the whole keyspace (projections.read_model_queries.ReadModels.status). The bound
+# is this plus three times the slowest of the same GETs just before, with no first answer running: a loaded host's
+# own wait is not counted against the gateway (a quiet host's 0.005 s leaves the bound at 0.315 s).
 FIRST_ANSWER_BESIDE_S = 0.3
 
 
@@ -474,12 +478,19 @@ def test_the_first_answer_about_a_long_room_leaves_other_clients_answered(gatewa
     assert created.status_code == 201, created.text
     small = created.json()["room"]
 
+    alone: list[float] = []
+
     async def first_answer() -> tuple[httpx.Response, dict[str, list[float]]]:
         async with httpx.AsyncClient(base_url=fresh, timeout=60) as asker, \
                 httpx.AsyncClient(base_url=fresh, timeout=10) as other:
             beside: dict[str, list[float]] = {"/health": [], f"/rooms/{small}": []}
             for path in beside:  # its connection open, the small room's head known
                 assert (await other.get(path)).status_code == 200
+            for _ in range(5):  # the host's own wait, with no first answer running
+                for path in beside:
+                    started = time.monotonic()
+                    assert (await other.get(path)).status_code == 200
+                    alone.append(time.monotonic() - started)
             asked = asyncio.create_task(asker.get(f"/rooms/{room}"))
             while not asked.done():
                 for path, took in beside.items():
@@ -493,10 +504,12 @@ def test_the_first_answer_about_a_long_room_leaves_other_clients_answered(gatewa
         answer, beside = asyncio.run(first_answer())
     finally:
         stack.processes["first-answer"].terminate()
+    bound = FIRST_ANSWER_BESIDE_S + 3 * max(alone)
     print(f"the first answer about {HUNG_VERSIONS} versions: beside it " +
-          ", ".join(f"{path} max {max(took):.3f} s ({len(took)})" for path, took in beside.items()))
+          ", ".join(f"{path} max {max(took):.3f} s ({len(took)})" for path, took in beside.items()) +
+          f"; alone max {max(alone):.3f} s, bound {bound:.3f} s")
     assert answer.status_code == 200, answer.text
-    assert all(max(took) < FIRST_ANSWER_BESIDE_S for took in beside.values()), beside
+    assert all(max(took) < bound for took in beside.values()), (beside, bound)
     again = httpx.get(f"{url}/rooms/{room}", timeout=60)
     assert again.status_code == 200 and again.json()["version"] == answer.json()["version"], again.text
     assert answer.json()["checkpoint"] == again.json()["checkpoint"]

@@ -437,3 +437,32 @@ async def test_a_long_head_is_hashed_a_slice_at_a_time_once_with_the_loop_given_
     assert answers == list(expected.values())
     assert store.read_versions == len(chain)
     assert turns >= len(chain) // 4, turns  # a turn every 3 events of a slice of 10 (the memory store's read waits not)
+
+
+async def test_an_answer_waiting_for_a_long_hash_whose_asker_left_takes_the_hash_over(held, monkeypatch) -> None:
+    """A client that asked for a long room's first answer and hung up cancels the hash it started: an answer that
+    was waiting for it then hashes the room itself, to the same checkpoint, and no room is left marked as hashing."""
+    from almanac.services import checkpoints  # noqa: PLC0415
+    from almanac.storage.memory_store import MemoryEventStore  # noqa: PLC0415
+
+    chain = chain_of(held["bundle"])
+    room, store = held["bundle"]["room"], MemoryEventStore()
+    await store.append(room, 0, "the-whole-room", chain)
+    ring, secret = KeyRing([b"\x09" * 32]), b"\x05" * 32
+    # Given the room's last checkpoint hashed in one go
+    expected = await checkpoints.Checkpointer(ring, secret).checkpoint(store, room, len(chain), chain)
+    monkeypatch.setattr(checkpoints, "HEAD_SLICE", 10, raising=False)
+    monkeypatch.setattr(checkpoints, "HEAD_PAUSE_EVERY", 3, raising=False)
+    fresh = checkpoints.Checkpointer(ring, secret)
+    # When a first answer starts hashing the room, a second waits for it, and the first's client goes away
+    first = asyncio.create_task(fresh.checkpoint(store, room, len(chain)))
+    await asyncio.sleep(0)
+    assert room in fresh._hashing  # noqa: SLF001 - the first holds the room's hash
+    second = asyncio.create_task(fresh.checkpoint(store, room, len(chain)))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    first.cancel()
+    # Then the second answers the very checkpoint hashed in one go, and nothing is left marked as hashing
+    assert await second == expected
+    assert first.cancelled()
+    assert fresh._hashing == {}  # noqa: SLF001
