@@ -82,12 +82,12 @@ class _Floor(asyncio.Protocol):
 
 def _refusing_app() -> tuple[Any, Any]:
     """(settings, the gateway's app as the guard reads it), its gateway refusing every command."""
+    from almanac.services.bootstrap import default_settings  # noqa: PLC0415
     from almanac.services.gateway.gateway import Gateway  # noqa: PLC0415
     from almanac.services.gateway.metrics import GatewayMetrics  # noqa: PLC0415
     from almanac.services.gateway.overload import Admission, FairShare  # noqa: PLC0415
-    from almanac.services.settings import Settings  # noqa: PLC0415
 
-    settings = Settings()
+    settings = default_settings()  # the defaults, whatever the environment says: the gateway's own admission
     # The state ``Gateway.command_refusal`` reads (admission, fair share, in flight, the shed count), at its
     # in-flight limit: the real rule refuses every command. The rest of a gateway (Redis, engine) is not built.
     gateway = Gateway.__new__(Gateway)
