@@ -547,13 +547,13 @@ class RedisEventStore:
         else:
             # One call, no pipeline: the engine's most frequent write (a batch of one shard) pays no
             # pipeline machinery.
-            call = self.client.execute_command
             try:
                 try:
-                    reply = await call("EVALSHA", self._write_ordered.sha, len(script_keys), *script_keys,
-                                       *script_args)
+                    reply = await self.client.execute_command("EVALSHA", self._write_ordered.sha, len(script_keys),
+                                                              *script_keys, *script_args)
                 except NoScriptError:
-                    reply = await eval_by_text(call, self._write_ordered.script, script_keys, script_args)
+                    reply = await eval_by_text(self.client.execute_command, self._write_ordered.script, script_keys,
+                                               script_args)
             except ResponseError as error:
                 reply = error
         return self.ordered_results(requests, reply)
