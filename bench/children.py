@@ -1,4 +1,4 @@
-"""The benchmarks' child processes (a bare server, the peer's server): asked to stop, then killed if they do not."""
+"""The benchmarks' server processes (bare uvicorn, bench refusal's, the peer's): asked to stop, then killed if they do not."""
 
 from __future__ import annotations
 
