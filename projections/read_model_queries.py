@@ -15,7 +15,7 @@ from almanac.projections.model_writes import decode_json, encode_json, text
 from almanac.projections.projector import HEARTBEAT_TTL_MS
 from almanac.storage.archive_index import archived_page, listing_rows, model_rows
 from almanac.storage.keys import Keys, projector_heartbeat_key, projector_stats_key, projectors_key, shard_of
-from almanac.storage.process_registry import missing_or_forget
+from almanac.storage.process_registry import REGISTRY_FIELDS, missing_or_forget
 
 _FIRST_POLL_S = 0.002
 _MAX_POLL_S = 0.05
@@ -267,7 +267,7 @@ class ReadModels:
                 missing[name] = (projector_stats_key(name, prefix), stats)
                 continue
             beat = decode_json(data)
-            beat["stats"] = {text(k): _number(text(v)) for k, v in stats.items()}
+            beat["stats"] = {text(k): _number(text(v)) for k, v in stats.items() if text(k) not in REGISTRY_FIELDS}
             heartbeats.append(beat)
         # A projector that stopped beating (a crash, a stuck host) is reported missing until it has been gone long
         # enough to be forgotten (storage.process_registry); one stopped cleanly took itself out of the set.

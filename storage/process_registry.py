@@ -18,6 +18,8 @@ from typing import Any
 FORGET_AFTER_TTLS = 120
 SEEN_FIELD = "heartbeat_at_ms"
 TTL_FIELD = "heartbeat_ttl_ms"
+# The registry's own fields among a process's figures: not figures, and the beat's time is its heartbeat's ``at_ms``.
+REGISTRY_FIELDS = frozenset({SEEN_FIELD, TTL_FIELD})
 
 
 def seen(now_ms: int, ttl_ms: int) -> dict[str, int]:
