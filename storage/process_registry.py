@@ -1,7 +1,7 @@
-"""The registries of background processes (projectors, archivers): which registered one misses its heartbeat, which is gone.
+"""The registries of processes (engines, projectors, archivers): which registered one misses its heartbeat, which is gone.
 
-A process adds its name to its registry set (``projectors_key``, ``archivers_key``) at every heartbeat, beside its
-heartbeat key (with a TTL) and its stats hash (without one). Once the heartbeat key has expired, only the stats hash
+A process adds its name to its registry set (``engines_key``, ``projectors_key``, ``archivers_key``) at every
+heartbeat, beside its heartbeat key (with a TTL) and its stats hash (without one: an engine's is its counters). Once the heartbeat key has expired, only the stats hash
 tells how long ago the process last beat: ``seen`` puts that time (and the beat's TTL) among its stats. A process
 missing for less than ``FORGET_AFTER_TTLS`` of its TTLs is reported missing (what /health is for); one missing longer
 is gone for good (renamed, scaled away, its host retired) and forgotten, or the set would name it forever.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# 120 TTLs: 10 minutes for a projector (5 s), 30 for an archiver (15 s). Far longer than a restart or a Redis failover
+# 120 TTLs: 10 minutes for a projector (5 s), 30 for an archiver (15 s) and for an engine (3 leases, at least 3 s). Far longer than a restart or a Redis failover
 # (an operator sees the process missing all that while), short enough that a renamed or retired process does not keep
 # /health degraded for good. A process forgotten by mistake (it was only stuck) is back at its next beat: every beat
 # adds its name and writes its whole stats hash again.
@@ -25,6 +25,17 @@ REGISTRY_FIELDS = frozenset({SEEN_FIELD, TTL_FIELD})
 def seen(now_ms: int, ttl_ms: int) -> dict[str, int]:
     """The fields a process writes into its stats hash at each heartbeat: when it beat, and how long a beat lives."""
     return {SEEN_FIELD: now_ms, TTL_FIELD: ttl_ms}
+
+
+def read_seen(pipe: Any, stats_key: str) -> None:
+    """Queue on ``pipe`` the read of the fields ``seen`` wrote (``seen_of`` its reply): for a process whose other
+    figures the reader does not need (an engine's counters, dozens of fields)."""
+    pipe.hmget(stats_key, SEEN_FIELD, TTL_FIELD)
+
+
+def seen_of(reply: list) -> dict[str, Any]:
+    """The stats ``missing_or_forget`` reads, from the reply of ``read_seen``'s HMGET."""
+    return {field: value for field, value in zip((SEEN_FIELD, TTL_FIELD), reply, strict=True) if value is not None}
 
 
 def _field(stats: dict, name: str) -> int | None:

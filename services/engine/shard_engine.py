@@ -37,6 +37,7 @@ from almanac.storage.base import CommandLimited, Counted, Receipt
 from almanac.storage.command_streams import GROUP, CommandStreams, Entry, command_streams
 from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
 from almanac.storage.loader import RoomLoader
+from almanac.storage.process_registry import seen
 from almanac.storage.redis_errors import INFRASTRUCTURE_ERRORS, redis_failure, refuses_writes, stream_vanished
 from almanac.storage.redis_store import RedisEventStore
 
@@ -99,6 +100,12 @@ def default_engine_name(selection: str) -> str:
     return f"{socket.gethostname()}:{selection}"
 
 
+def heartbeat_ttl_ms(lease_ms: int) -> int:
+    """How long an engine's heartbeat lives (unless its config says): three leases, at least 3 s. /health reads it for
+    an engine whose figures do not say (storage.process_registry)."""
+    return max(3 * lease_ms, 3000)
+
+
 class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     shards: list[int]
@@ -112,6 +119,7 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     durability: str = "aof"  # settings.durability; "replica": every append waits for one replica (WAIT)
     stream_retain_ms: int = 300_000  # acknowledged commands kept this long in the command streams
     clock: bool = True  # run the clock of the held shards (settings.clock)
+    heartbeat_ttl_ms: int = 0  # 0: ``heartbeat_ttl_ms(lease_ms)``
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -192,6 +200,7 @@ class Engine:
         self._unsaved_seen = 0
         self._tasks: list[asyncio.Task] = []
         self._started_ms = int(time.time() * 1000)
+        self.heartbeat_ttl_ms = config.heartbeat_ttl_ms or heartbeat_ttl_ms(config.lease_ms)
         # On one Redis the append scripts acknowledge and publish (storage.base.Receipt); the store says when
         # (not with ALMANAC_DURABILITY=replica, nor on a Cluster: RedisEventStore.answers_in_its_write).
         self._receipts = self.store.answers_in_its_write
@@ -493,15 +502,22 @@ class Engine:
             "consumed_ms": self._consumed_ms,
             "redis_error_ms": self._redis_error_ms,
         }
+        prefix = self.config.prefix
         async with self.client.pipeline(transaction=False) as pipe:
             self._queue_metrics(pipe)
-            pipe.hset(engine_metrics_key(name, self.config.prefix), "shards_held", len(self.leases.held))
+            # When it beat, kept among its counters past the heartbeat's expiry: how long a dead engine has been
+            # missing (storage.process_registry).
+            pipe.hset(engine_metrics_key(name, prefix),
+                      mapping={"shards_held": len(self.leases.held), **seen(beat["time_ms"], self.heartbeat_ttl_ms)})
             if alive:
-                pipe.set(engine_heartbeat_key(name, self.config.prefix), json.dumps(beat),
-                         px=max(3 * self.config.lease_ms, 3000))
-                pipe.sadd(engines_key(self.config.prefix), name)
+                pipe.set(engine_heartbeat_key(name, prefix), json.dumps(beat), px=self.heartbeat_ttl_ms)
+                pipe.sadd(engines_key(prefix), name)
             else:
-                pipe.delete(engine_heartbeat_key(name, self.config.prefix))
+                # A clean stop (scaled down, restarted, renamed) leaves the set too: /health reports a registered
+                # engine without a heartbeat as missing, which is for one that died. Its counters stay: they count
+                # since the name first ran, and a restart under it goes on with them.
+                pipe.delete(engine_heartbeat_key(name, prefix))
+                pipe.srem(engines_key(prefix), name)
             await pipe.execute()
 
     def _queue_metrics(self, pipe) -> None:

@@ -12,6 +12,7 @@ from redis.exceptions import ResponseError
 
 from almanac.services.archiver import HEARTBEAT_TTL_S as ARCHIVER_HEARTBEAT_TTL_S
 from almanac.services.engine.metrics import RESTORE_BUCKETS_MS
+from almanac.services.engine.shard_engine import heartbeat_ttl_ms as engine_heartbeat_ttl_ms
 from almanac.services.gateway.api_rooms import gateway
 from almanac.services.gateway.errors import (
     STORE_ERRORS,
@@ -31,7 +32,7 @@ from almanac.storage.keys import (
     engine_metrics_key,
     engines_key,
 )
-from almanac.storage.process_registry import missing_or_forget
+from almanac.storage.process_registry import REGISTRY_FIELDS, missing_or_forget, read_seen, seen_of
 
 router = APIRouter(tags=["operations"])
 log = get_logger("almanac.gateway")
@@ -39,19 +40,23 @@ STALE_AFTER_S = 15.0
 
 
 async def _engines(gw: Gateway) -> dict[str, Any]:
-    """Engines that registered and whose heartbeat has not expired (the key lives 3 leases), and whether
-    they are ready: see ``health``."""
+    """Engines that registered and whose heartbeat has not expired (the key lives 3 leases), whether they are
+    ready (see ``health``), and the registered ones missing their heartbeat."""
     names = sorted(n.decode() for n in await gw.client.smembers(engines_key()))
     # One GET per engine in a pipeline, not MGET: on a Redis Cluster the heartbeat keys live in different slots.
+    # Beside each, when it last beat (two fields of its counters): counted only for an engine whose heartbeat expired.
     async with gw.client.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.get(engine_heartbeat_key(name))
-        beats = await pipe.execute()
+            read_seen(pipe, engine_metrics_key(name))
+        found = await pipe.execute()
     now_ms = time.time() * 1000
     engines = []
-    for raw in beats:
-        if raw is None:
-            continue  # registered once, but its heartbeat expired: that engine is gone
+    missing = {}
+    for name, raw, seen in zip(names, found[::2], found[1::2], strict=True):
+        if raw is None:  # registered, but its heartbeat expired: that engine died (a clean stop leaves the set)
+            missing[name] = (engine_metrics_key(name), seen_of(seen))
+            continue
         beat = json.loads(raw)
         beat["age_s"] = round(max(0.0, now_ms - beat.get("time_ms", 0)) / 1000, 3)
         # Ready: a consume round completed after the engine's own last Redis failure and after the last
@@ -74,8 +79,15 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
                            f"{gw.store_outage_ms}, epoch ms)")
     if engines and len(held) < gw.settings.shard_count:
         reasons.append(f"{gw.settings.shard_count - len(held)} of {gw.settings.shard_count} shards have no engine")
+    # An engine that died is reported missing until it has been gone long enough to be forgotten
+    # (storage.process_registry). It is neither a reason nor a degradation of its own: what it cost users is its
+    # shards, and a shard no live engine holds already makes the gateway not ready; once the others (or its
+    # restart) hold them, commands are decided as before.
+    late = await missing_or_forget(gw.client, engines_key(), missing, int(now_ms),
+                                   engine_heartbeat_ttl_ms(gw.settings.lease_ms))
     return {"ok": ok, "ready": not reasons, "reasons": reasons, "engines": engines, "shards_held": len(held),
-            "shard_count": gw.settings.shard_count, "store_outage_ms": gw.store_outage_ms}
+            "shard_count": gw.settings.shard_count, "store_outage_ms": gw.store_outage_ms,
+            "missing": [{"name": name, "missing_ms": ms} for name, ms in sorted(late.items())]}
 
 
 def _outcome_subscription(gw: Gateway) -> dict[str, Any]:
@@ -188,8 +200,8 @@ async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
         for beat in engine["engines"]:
             counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
             for field, value in sorted(counters.items()):
-                if not auditor and auditors_engine_field(field.decode()):
-                    continue
+                if field.decode() in REGISTRY_FIELDS or not auditor and auditors_engine_field(field.decode()):
+                    continue  # when it beat is no counter; the refusals' counters are the auditors'
                 lines.append(f'almanac_engine_counter{{engine="{beat["name"]}",field="{field.decode()}"}} '
                              f"{int(value)}")
             restores += _restore_histogram(beat["name"], {k.decode(): int(v) for k, v in counters.items()})

@@ -449,8 +449,17 @@ class EngineBeat(_Body, kw_only=True):
     ready: bool
 
 
+class MissingProcess(_Body):
+    """A registered engine or projector whose heartbeat expired, not yet gone long enough to be forgotten
+    (storage.process_registry)."""
+
+    name: str
+    missing_ms: int  # since its last heartbeat (counted from the first /health that saw it missing, for older figures)
+
+
 class EngineHealth(_Body):
-    """The live engines and whether together they hold every shard and have worked since the last Redis outage."""
+    """The live engines and whether together they hold every shard and have worked since the last Redis outage; the
+    registered ones missing their heartbeat."""
 
     ok: bool
     ready: bool
@@ -459,6 +468,7 @@ class EngineHealth(_Body):
     shards_held: int
     shard_count: int
     store_outage_ms: int
+    missing: list[MissingProcess]  # died (a clean stop leaves the set): listed only, their shards count above
 
 
 class ProjectorBeat(_Body, kw_only=True):
@@ -481,20 +491,13 @@ class ShardLag(_Body):
     lag_ms: int
 
 
-class MissingProjector(_Body):
-    """A registered projector whose heartbeat expired, not yet gone long enough to be forgotten (storage.process_registry)."""
-
-    name: str
-    missing_ms: int  # since its last heartbeat (counted from the first /health that saw it missing, for older figures)
-
-
 class ProjectorHealth(_Body):
     """The read side (projections/read_model_queries.py status): live projectors, missing ones, how far each shard lags."""
 
     ok: bool  # a live projector and none missing
     alive: bool
     projectors: list[ProjectorBeat]
-    missing: list[MissingProjector]
+    missing: list[MissingProcess]
     max_lag_ms: int
     caught_up: bool
     shards: list[ShardLag]
