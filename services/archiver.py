@@ -35,7 +35,7 @@ from almanac.services.settings import Settings
 from almanac.storage import archive_index
 from almanac.storage.archive import ArchiveResult, ArchivingStore, archive_room
 from almanac.storage.keys import archiver_heartbeat_key, archiver_stats_key, archivers_key
-from almanac.storage.process_registry import seen
+from almanac.storage.process_registry import forget, seen
 from almanac.storage.redis_store import _envelope_field
 
 log = structlog.get_logger("almanac.archiver")
@@ -179,9 +179,10 @@ class Archiver:
             await pipe.execute()
 
     async def run(self, stop: asyncio.Event, interval_s: float = 2.0) -> None:
-        """Passes until ``stop``. A pass Redis fails (restarting, or a Cluster node failing over: a connection
-        closed, CLUSTERDOWN, a slot moving) is tried again after a pause, as the projector and the notifier do:
-        every move is safe to redo (storage.archive). The process used to exit on it, at every failover."""
+        """Passes until ``stop``, then leaves the archivers' registry (``leave``). A pass Redis fails (restarting, or a
+        Cluster node failing over: a connection closed, CLUSTERDOWN, a slot moving) is tried again after a pause, as
+        the projector and the notifier do: every move is safe to redo (storage.archive). The process used to exit on
+        it, at every failover."""
         retry_s = RETRY_S[0]
         while not stop.is_set():
             try:
@@ -197,6 +198,18 @@ class Archiver:
             if len(results) < self.batch:  # caught up: wait for more rooms to end
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), interval_s)
+        await self.leave()
+
+    async def leave(self) -> None:
+        """Take this archiver out of its registry (a clean stop: scaled down, restarted, renamed): its heartbeat, its
+        name in the set and its figures, which /metrics would show until it forgot a gone archiver
+        (storage.process_registry), half an hour later. A restart writes them again at its first pass."""
+        prefix = self.store.keys.prefix
+        with contextlib.suppress(RedisError, RedisClusterException):
+            async with self.store.client.pipeline(transaction=False) as pipe:
+                pipe.delete(archiver_heartbeat_key(self.name, prefix))
+                forget(pipe, archivers_key(prefix), self.name, archiver_stats_key(self.name, prefix))
+                await pipe.execute()
 
 
 def below_the_command_path() -> None:
