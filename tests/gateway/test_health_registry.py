@@ -1,7 +1,9 @@
-"""The gateway finds the projectors (and archivers) through their registry sets, which a process joins at each beat:
-one that stopped beating a moment ago is what /health is for, reported missing (degraded) even beside a live one;
-one gone far longer than its heartbeat lives (renamed, scaled away) is forgotten, no longer listed nor in the set,
-or /health would report it for ever; one stopped cleanly leaves the set itself. /metrics forgets a gone archiver."""
+"""The gateway finds the engines, projectors (and archivers) through their registry sets, which a process joins at
+each beat: one that stopped beating a moment ago is what /health is for, reported missing even beside a live one (a
+projector's makes the read side degraded; an engine's shards are what its death costs, counted as before); one gone
+far longer than its heartbeat lives (renamed, scaled away) is forgotten, no longer listed nor in the set, or /health
+would report it for ever; one stopped cleanly leaves the set itself. /metrics forgets a gone archiver, and one
+stopped cleanly."""
 
 from __future__ import annotations
 
@@ -19,10 +21,18 @@ from fastapi.testclient import TestClient
 
 from almanac.projections.projector import Projector
 from almanac.services.archiver import Archiver
+from almanac.services.engine.shard_engine import Engine, EngineConfig
 from almanac.services.gateway import create_app
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
 from almanac.services.settings import load_settings
-from almanac.storage.keys import archivers_key, projector_stats_key, projectors_key
+from almanac.storage.keys import (
+    archiver_stats_key,
+    archivers_key,
+    engine_metrics_key,
+    engines_key,
+    projector_stats_key,
+    projectors_key,
+)
 from almanac.storage.process_registry import FORGET_AFTER_TTLS
 
 SHARDS = 16
@@ -37,6 +47,27 @@ async def beat(redis_url: str, name: str, ttl_ms: int) -> None:
         await Projector(client, SHARDS, name=name, heartbeat_ttl_ms=ttl_ms).publish_status()
     finally:
         await client.aclose()
+
+
+async def engine_registered(redis_url: str, name: str, heartbeat_ttl_ms: int = 0, dies: bool = False) -> None:
+    """Engine ``name`` (holding shard 0, its lease 300 ms) runs until it has registered, then stops cleanly or, when
+    it ``dies``, stops dead: everything it was running cancelled at once, as a kill -9 leaves it (nothing given
+    back: its lease lapses, its heartbeat expires)."""
+    client = aioredis.Redis.from_url(redis_url)
+    engine = Engine(client, EngineConfig(name=name, shards=[0], lease_ms=300, heartbeat_ttl_ms=heartbeat_ttl_ms))
+    await engine.start()
+    deadline = time.monotonic() + 10
+    while not await client.sismember(engines_key(), name) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert await client.sismember(engines_key(), name)
+    if dies:
+        running = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+    else:
+        await engine.stop()
+    await client.aclose()
 
 
 def gone_for_good(ttl_ms: int) -> None:
@@ -162,3 +193,76 @@ def test_an_archiver_gone_for_good_is_forgotten_by_metrics(redis_url: str, clien
     assert set(re.findall(r'almanac_archiver_rooms_total\{archiver="(\w+)"\}', text)) == {"working"}
     assert "almanac_archiver_up 1" in text
     assert client.smembers(archivers_key()) == {b"working"}
+
+
+def test_an_engine_that_died_a_moment_ago_is_reported_missing_while_its_shards_are_held_by_another(
+        redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
+    # Given engine "crashed", which held shard 0 and died (its heartbeat, 200 ms, expired a moment ago), and a projector
+    asyncio.run(engine_registered(redis_url, "crashed", heartbeat_ttl_ms=200, dies=True))
+    time.sleep(0.4)
+    asyncio.run(beat(redis_url, "a", LIVE_TTL_MS))
+
+    # When /health is asked of a gateway whose own engine holds every shard, the dead one's among them
+    health = ready_health(redis_url, tmp_path)
+
+    # Then "crashed" is reported missing (for at least the 200 ms since its heartbeat expired), and still registered
+    engine = health["engine"]
+    assert [m["name"] for m in engine["missing"]] == ["crashed"] and engine["missing"][0]["missing_ms"] >= 200
+    assert client.sismember(engines_key(), "crashed")  # it may come back
+    # and, its shards held, commands are taken as before: the engines ok and ready, the gateway's status ok
+    assert engine["ok"] is True and engine["ready"] is True and engine["shards_held"] == SHARDS, engine
+    assert health["status"] == "ok" and health["reasons"] == [], health
+
+
+def test_an_engine_gone_far_longer_than_its_heartbeat_lives_is_forgotten(
+        redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
+    # Given engine "old-host", dead for more than FORGET_AFTER_TTLS of its heartbeat's life, and a projector
+    asyncio.run(engine_registered(redis_url, "old-host", heartbeat_ttl_ms=SHORT_TTL_MS, dies=True))
+    gone_for_good(SHORT_TTL_MS)
+    asyncio.run(beat(redis_url, "a", LIVE_TTL_MS))
+
+    # When /health is asked
+    health = ready_health(redis_url, tmp_path)
+
+    # Then the set and its counters no longer hold "old-host", and it is not reported missing
+    assert not client.sismember(engines_key(), "old-host")
+    assert not client.exists(engine_metrics_key("old-host"))
+    assert health["engine"]["missing"] == [] and health["status"] == "ok", health
+
+
+def test_an_engine_stopped_cleanly_leaves_the_set(redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
+    # Given an engine that ran (and joined the set), then was stopped on purpose
+    asyncio.run(engine_registered(redis_url, "scaled-down"))
+
+    # Then it is out of the set (its counters kept for a restart under its name), and /health reports none missing
+    assert not client.sismember(engines_key(), "scaled-down")
+    assert client.exists(engine_metrics_key("scaled-down"))
+    assert ready_health(redis_url, tmp_path)["engine"]["missing"] == []
+
+
+def test_an_archiver_stopped_cleanly_leaves_the_set_and_metrics(redis_url: str, client: redis.Redis,
+                                                                tmp_path: Path) -> None:
+    async def run_and_stop() -> None:
+        redis_client = aioredis.Redis.from_url(redis_url)
+        stop = asyncio.Event()
+        archiver = Archiver(archiving_store(redis_client, file_archive_url(tmp_path / "archive")), name="scaled-down")
+        task = asyncio.create_task(archiver.run(stop, interval_s=0.05))
+        deadline = time.monotonic() + 10
+        while not await redis_client.sismember(archivers_key(), "scaled-down") and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        stop.set()  # what SIGTERM or SIGINT does to `almanac archiver` (bootstrap.run_until_stopped)
+        await task
+        await redis_client.aclose()
+
+    # Given an archiver that ran (and joined the set), then was stopped on purpose
+    asyncio.run(run_and_stop())
+
+    # Then it is out of the set, its figures are gone, and /metrics shows no archiver
+    assert client.smembers(archivers_key()) == set()
+    assert not client.exists(archiver_stats_key("scaled-down"))
+    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway")).model_copy(
+        update={"engine_shards": "none"})
+    with TestClient(create_app(settings)) as api:
+        token = api.app.state.signer.issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
+        text = api.get("/metrics", headers={"Authorization": f"Bearer {token}"}).text
+    assert "almanac_archiver_up 0" in text and 'archiver="scaled-down"' not in text
