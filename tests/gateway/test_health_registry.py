@@ -38,6 +38,7 @@ from almanac.storage.process_registry import FORGET_AFTER_TTLS
 SHARDS = 16
 LIVE_TTL_MS = 60_000
 SHORT_TTL_MS = 10  # a beat this short is gone for good (FORGET_AFTER_TTLS of them) after 1.2 s
+ENGINE_TTL_MS = 3_000  # an engine's heartbeat with a short lease (its floor)
 
 
 async def beat(redis_url: str, name: str, ttl_ms: int) -> None:
@@ -49,12 +50,14 @@ async def beat(redis_url: str, name: str, ttl_ms: int) -> None:
         await client.aclose()
 
 
-async def engine_registered(redis_url: str, name: str, heartbeat_ttl_ms: int = 0, dies: bool = False) -> None:
-    """Engine ``name`` (holding shard 0, its lease 300 ms) runs until it has registered, then stops cleanly or, when
-    it ``dies``, stops dead: everything it was running cancelled at once, as a kill -9 leaves it (nothing given
-    back: its lease lapses, its heartbeat expires)."""
+async def engine_registered(redis_url: str, name: str, heartbeat_ttl_ms: int | None = None, dies: bool = False) -> None:
+    """Engine ``name`` (holding shard 0, its lease 300 ms, its heartbeat living ``heartbeat_ttl_ms`` or by default
+    ENGINE_TTL_MS) runs until it has registered, then stops cleanly or, when it ``dies``, stops dead: everything it
+    was running cancelled at once, as a kill -9 leaves it (nothing given back: its lease lapses, its heartbeat
+    expires)."""
     client = aioredis.Redis.from_url(redis_url)
-    engine = Engine(client, EngineConfig(name=name, shards=[0], lease_ms=300, heartbeat_ttl_ms=heartbeat_ttl_ms))
+    ttl = {} if heartbeat_ttl_ms is None else {"heartbeat_ttl_ms": heartbeat_ttl_ms}
+    engine = Engine(client, EngineConfig(name=name, shards=[0], lease_ms=300, **ttl))
     await engine.start()
     deadline = time.monotonic() + 10
     while not await client.sismember(engines_key(), name) and time.monotonic() < deadline:
@@ -197,17 +200,18 @@ def test_an_archiver_gone_for_good_is_forgotten_by_metrics(redis_url: str, clien
 
 def test_an_engine_that_died_a_moment_ago_is_reported_missing_while_its_shards_are_held_by_another(
         redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
-    # Given engine "crashed", which held shard 0 and died (its heartbeat, 200 ms, expired a moment ago), and a projector
-    asyncio.run(engine_registered(redis_url, "crashed", heartbeat_ttl_ms=200, dies=True))
-    time.sleep(0.4)
+    # Given engine "crashed", which held shard 0 and died (its heartbeat expired a moment ago), and a projector
+    asyncio.run(engine_registered(redis_url, "crashed", dies=True))
+    time.sleep(ENGINE_TTL_MS / 1000 + 0.2)
     asyncio.run(beat(redis_url, "a", LIVE_TTL_MS))
 
     # When /health is asked of a gateway whose own engine holds every shard, the dead one's among them
     health = ready_health(redis_url, tmp_path)
 
-    # Then "crashed" is reported missing (for at least the 200 ms since its heartbeat expired), and still registered
+    # Then "crashed" is reported missing (for at least its heartbeat's life), and still registered
     engine = health["engine"]
-    assert [m["name"] for m in engine["missing"]] == ["crashed"] and engine["missing"][0]["missing_ms"] >= 200
+    assert [m["name"] for m in engine["missing"]] == ["crashed"]
+    assert engine["missing"][0]["missing_ms"] >= ENGINE_TTL_MS, engine
     assert client.sismember(engines_key(), "crashed")  # it may come back
     # and, its shards held, commands are taken as before: the engines ok and ready, the gateway's status ok
     assert engine["ok"] is True and engine["ready"] is True and engine["shards_held"] == SHARDS, engine
