@@ -109,7 +109,10 @@ async def _projector(gw: Gateway) -> dict[str, Any]:
     "commands can be taken. 503 with `reasons` and Retry-After when not: `down` (Redis unreachable) or "
     "`not_ready`: no live engine, a shard without an engine, or an engine that has not completed a consume "
     "round (group, pending claim, read) since the last Redis outage it or this gateway saw. Redis answering "
-    "again is not enough: the engine must show it works after the reconnect.",
+    "again is not enough: the engine must show it works after the reconnect. A registered engine or projector "
+    "whose heartbeat expired is listed under `missing` until 120 of its heartbeat TTLs have passed: a projector's "
+    "makes the status `degraded`; an engine's changes nothing by itself (its shards, held by another or by "
+    "none, are counted as above), one stopped cleanly is not listed.",
     responses={503: {"description": "`down` or `not_ready`, with `reasons`"}},
 )
 async def health(request: Request) -> Response:

@@ -525,7 +525,7 @@ export interface paths {
         };
         /**
          * Ready to take commands? Redis reachable; engine and projector heartbeats
-         * @description 200 `ok` (or `degraded`: the projector is behind or down, so read models are stale; or the outcome subscription is down, `outcomes.subscribed` false, so commands are answered by polling) when commands can be taken. 503 with `reasons` and Retry-After when not: `down` (Redis unreachable) or `not_ready`: no live engine, a shard without an engine, or an engine that has not completed a consume round (group, pending claim, read) since the last Redis outage it or this gateway saw. Redis answering again is not enough: the engine must show it works after the reconnect.
+         * @description 200 `ok` (or `degraded`: the projector is behind or down, so read models are stale; or the outcome subscription is down, `outcomes.subscribed` false, so commands are answered by polling) when commands can be taken. 503 with `reasons` and Retry-After when not: `down` (Redis unreachable) or `not_ready`: no live engine, a shard without an engine, or an engine that has not completed a consume round (group, pending claim, read) since the last Redis outage it or this gateway saw. Redis answering again is not enough: the engine must show it works after the reconnect. A registered engine or projector whose heartbeat expired is listed under `missing` until 120 of its heartbeat TTLs have passed: a projector's makes the status `degraded`; an engine's changes nothing by itself (its shards, held by another or by none, are counted as above), one stopped cleanly is not listed.
          */
         get: operations["health_health_get"];
         put?: never;
@@ -6255,7 +6255,8 @@ export interface components {
         };
         /**
          * EngineHealth
-         * @description The live engines and whether together they hold every shard and have worked since the last Redis outage.
+         * @description The live engines and whether together they hold every shard and have worked since the last Redis outage; the
+         *     registered ones missing their heartbeat.
          */
         EngineHealth: {
             ok: boolean;
@@ -6265,6 +6266,7 @@ export interface components {
             shards_held: number;
             shard_count: number;
             store_outage_ms: number;
+            missing: components["schemas"]["MissingProcess"][];
         };
         /**
          * EngineBeat
@@ -6283,6 +6285,15 @@ export interface components {
             ready: boolean;
         };
         /**
+         * MissingProcess
+         * @description A registered engine or projector whose heartbeat expired, not yet gone long enough to be forgotten
+         *     (storage.process_registry).
+         */
+        MissingProcess: {
+            name: string;
+            missing_ms: number;
+        };
+        /**
          * ProjectorHealth
          * @description The read side (projections/read_model_queries.py status): live projectors, missing ones, how far each shard lags.
          */
@@ -6290,7 +6301,7 @@ export interface components {
             ok: boolean;
             alive: boolean;
             projectors: components["schemas"]["ProjectorBeat"][];
-            missing: components["schemas"]["MissingProjector"][];
+            missing: components["schemas"]["MissingProcess"][];
             max_lag_ms: number;
             caught_up: boolean;
             shards: components["schemas"]["ShardLag"][];
@@ -6309,14 +6320,6 @@ export interface components {
             stats: {
                 [key: string]: number | string;
             };
-        };
-        /**
-         * MissingProjector
-         * @description A registered projector whose heartbeat expired, not yet gone long enough to be forgotten (storage.process_registry).
-         */
-        MissingProjector: {
-            name: string;
-            missing_ms: number;
         };
         /** ShardLag */
         ShardLag: {
