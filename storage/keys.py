@@ -100,7 +100,8 @@ def engine_heartbeat_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
 
 
 def engines_key(prefix: str = DEFAULT_PREFIX) -> str:
-    """The set of engine names that ever ran (the gateway's health view reads their heartbeats)."""
+    """The set of registered engine names (the gateway's health view reads their heartbeats). Each beat adds the
+    engine; a clean stop or a long silence takes it out (storage.process_registry)."""
     return f"{prefix}:engines"
 
 
