@@ -10,19 +10,17 @@ what is left of the stack's figure above this floor is what Almanac adds to a re
 from __future__ import annotations
 
 import argparse
-import socket
-import subprocess
 import sys
-import time
 from typing import Any
 
 import httpx
 
-from almanac.bench.children import stop
+from almanac.bench.children import ServerChild
 from almanac.services.heap import collect_less_often
 
 ANSWER = b'{"accepted":true,"room":"bare","first_version":1,"last_version":1}'
 HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(ANSWER)).encode())]
+START_TIMEOUT_S = 20.0
 
 
 async def app(scope: dict, receive: Any, send: Any) -> None:
@@ -38,43 +36,17 @@ async def app(scope: dict, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": ANSWER})
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def bare_server(name: str = "bare HTTP", env: dict[str, str] | None = None) -> ServerChild:
+    """The app in a process of its own (``with bare_server() as server:``), not yet asked whether it answers."""
+    return ServerChild(name, [sys.executable, "-m", "almanac.bench.bare_http"], env)
 
 
-class BareServer:
-    """The app in a process of its own (``with BareServer() as url:``), so its CPU is its own."""
-
-    def __init__(self) -> None:
-        self.port = _free_port()
-        self.process: subprocess.Popen | None = None
-
-    def __enter__(self) -> str:
-        self.process = subprocess.Popen([sys.executable, "-m", "almanac.bench.bare_http",
-                                         "--port", str(self.port)])
-        url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and self.process.poll() is None:
-            try:
-                # Its own answer, from its own process: another server may have taken the port meanwhile.
-                if httpx.post(url + "/ready", content=b"{}", timeout=1).content == ANSWER and self.process.poll() is None:
-                    return url
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.__exit__()
-        raise RuntimeError(f"the bare HTTP server did not start on port {self.port}")
-
-    def __exit__(self, *_: object) -> None:
-        if self.process is not None:
-            stop(self.process)
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
+def answers(url: str) -> bool:
+    """Whether the app at ``url`` answers ``ANSWER`` (``ServerChild.wait_answering``'s question for it)."""
+    try:
+        return httpx.post(url + "/ready", content=b"{}", timeout=1).content == ANSWER
+    except httpx.HTTPError:
+        return False
 
 
 def main() -> None:

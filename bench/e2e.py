@@ -18,8 +18,7 @@ import msgspec
 import uvloop
 from rich.table import Table
 
-from almanac.bench import cores as cpu_cores
-from almanac.bench.bare_http import BareServer
+from almanac.bench import bare_http, cores as cpu_cores
 from almanac.bench.common import output_console
 from almanac.bench.peer import PeerUnavailable, peer_figures
 from almanac.client import ApiError
@@ -997,12 +996,12 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[st
     floor = _run_loop(_ping_floor(redis_url)) if redis_url else []
     bare_ms = float("nan")
     if stack_cpu > 0:  # not for a stack started elsewhere (``--url``): its CPU is not measured here
-        bare = BareServer()
-        with bare as bare_url:
+        with bare_http.bare_server() as bare:
+            bare.wait_answering(bare_http.answers, bare_http.START_TIMEOUT_S)
             if cores is not None:  # the baseline server where the stack runs, not beside the generator
                 cpu_cores.pin(bare.pid, cores.stack)
             body = CommandSender.body(result["first_move"])
-            bare_ms = _run_loop(_bare_http_cpu(bare_url, bare.pid, rate, min(seconds, BARE_SECONDS), body))
+            bare_ms = _run_loop(_bare_http_cpu(bare.url, bare.pid, rate, min(seconds, BARE_SECONDS), body))
     latencies = result["latencies"]
     accepted = result["accepted_latencies"]
     ok = len(accepted)

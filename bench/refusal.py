@@ -34,7 +34,10 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from almanac.bench.children import ServerChild
 
 # A fixed 503 as the guard's, for the floor (its Retry-After and a body of the size ``errors.overloaded`` makes).
 _FLOOR_BODY = b'{"error":{"code":"overloaded","message":"' + b"x" * 96 + b'"}}'
@@ -162,38 +165,22 @@ def _python_alone(request: bytes, calls: int = 50_000, repeats: int = 5) -> floa
 # --- the load and the figures ------------------------------------------------------------------------------------
 
 
-class _Server:
-    """A server process (``with _Server(...) as pid:``): this file's ``--serve``, or ``bare_http``'s."""
+def _answers(url: str, body: bytes, token: str) -> bool:
+    """Whether the server at ``url`` answers a command request (through the sender the load uses)."""
+    from almanac.bench.e2e import _run_loop  # noqa: PLC0415
+    from almanac.client.command_sender import CommandSender  # noqa: PLC0415
 
-    def __init__(self, name: str, command: list[str], port: int, env: dict[str, str] | None = None) -> None:
-        self.name, self.command, self.port, self.env = name, command, port, env
-        self.process: subprocess.Popen | None = None
+    async def ask() -> bool:
+        sender = CommandSender([url], 1)
+        try:
+            await sender.command(ROOM, body, token)
+            return True
+        except OSError:
+            return False
+        finally:
+            await sender.close()
 
-    def __enter__(self) -> _Server:
-        self.process = subprocess.Popen(self.command, env=self.env)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        from almanac.bench.children import stop  # noqa: PLC0415
-
-        if self.process is not None:
-            stop(self.process)
-
-    async def ready(self, body: bytes, token: str) -> None:
-        """Once the server answers a command request (through the sender the load uses)."""
-        from almanac.client.command_sender import CommandSender  # noqa: PLC0415
-
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and self.process is not None and self.process.poll() is None:
-            sender = CommandSender([f"http://127.0.0.1:{self.port}"], 1)
-            try:
-                await sender.command(ROOM, body, token)
-                return
-            except OSError:
-                await asyncio.sleep(0.1)
-            finally:
-                await sender.close()
-        raise RuntimeError(f"the {self.name} server did not start on port {self.port}")
+    return _run_loop(ask())
 
 
 async def _flood(port: int, connections: int, seconds: float, body: bytes, token: str, rate: int) -> dict[int, int]:
@@ -230,16 +217,15 @@ async def _flood(port: int, connections: int, seconds: float, body: bytes, token
     return statuses
 
 
-def _measure(server: _Server, connections: int, seconds: float, body: bytes, token: str,
+def _measure(server: ServerChild, connections: int, seconds: float, body: bytes, token: str,
              rate: int) -> tuple[float, int, float]:
     """(server CPU µs per answer, answers, answers/s) over one window, after a short warm-up."""
     from almanac.bench.e2e import _run_loop, cpu_seconds  # noqa: PLC0415
 
-    assert server.process is not None
     _run_loop(_flood(server.port, connections, 0.3, body, token, rate))
-    before, started = cpu_seconds(server.process.pid), time.monotonic()
+    before, started = cpu_seconds(server.pid), time.monotonic()
     statuses = _run_loop(_flood(server.port, connections, seconds, body, token, rate))
-    used, elapsed = cpu_seconds(server.process.pid) - before, time.monotonic() - started
+    used, elapsed = cpu_seconds(server.pid) - before, time.monotonic() - started
     answers = sum(statuses.values())
     expected = 200 if server.name == "bare uvicorn" else 503
     if set(statuses) != {expected}:
@@ -297,21 +283,20 @@ def main(seconds: float = 4.0, rounds: int = 3, connections: int = 64, against: 
     from rich.table import Table  # noqa: PLC0415
 
     from almanac.bench import cores as cpu_cores  # noqa: PLC0415
-    from almanac.bench.bare_http import _free_port  # noqa: PLC0415
+    from almanac.bench.bare_http import bare_server  # noqa: PLC0415
+    from almanac.bench.children import ServerChild  # noqa: PLC0415
     from almanac.bench.common import output_console  # noqa: PLC0415
-    from almanac.bench.e2e import _run_loop  # noqa: PLC0415
 
     console = output_console()
     body, token = _request()
     script = [sys.executable, os.path.abspath(__file__), "--serve"]
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    servers = [_Server("guard", [*script, "guard", "--port", str(port := _free_port())], port, env)]
+    servers = [ServerChild("guard", [*script, "guard"], env)]
     if against:
-        servers.append(_Server("guard (--against)", [*script, "guard", "--port", str(port := _free_port())], port,
-                               env | {"PYTHONPATH": os.path.abspath(against)}))
-    servers.append(_Server("bare uvicorn", [sys.executable, "-m", "almanac.bench.bare_http",
-                                            "--port", str(port := _free_port())], port, env))
-    servers.append(_Server("floor", [*script, "floor", "--port", str(port := _free_port())], port, env))
+        servers.append(ServerChild("guard (--against)", [*script, "guard"],
+                                   env | {"PYTHONPATH": os.path.abspath(against)}))
+    servers.append(bare_server("bare uvicorn", env))
+    servers.append(ServerChild("floor", [*script, "floor"], env))
     split = cpu_cores.split(os.sched_getaffinity(0)) if pin else None
     figures: dict[str, list[float]] = {server.name: [] for server in servers}
     rates: dict[str, list[float]] = {server.name: [] for server in servers}
@@ -321,11 +306,11 @@ def main(seconds: float = 4.0, rounds: int = 3, connections: int = 64, against: 
         for server in servers:
             started.append(server.__enter__())
             if split is not None:
-                cpu_cores.pin(server.process.pid, split.stack)  # type: ignore[union-attr]
+                cpu_cores.pin(server.pid, split.stack)
         if split is not None:
             cpu_cores.pin(os.getpid(), split.generator)
         for server in servers:
-            _run_loop(server.ready(body, token))
+            server.wait_answering(lambda url: _answers(url, body, token), START_TIMEOUT_S)
         for _ in range(rounds):
             load.append(os.getloadavg()[0])
             for server in servers:

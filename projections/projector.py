@@ -22,6 +22,7 @@ from almanac.projections.read_model_rows import RoomUpdate, project_room
 from almanac.projections.rebuild import rebuild_shard
 from almanac.storage.keys import projector_heartbeat_key, projector_stats_key, projectors_key
 from almanac.storage.loader import RoomLoader
+from almanac.storage.process_registry import forget, seen
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
 
@@ -29,6 +30,9 @@ START = "0-0"
 # The applied part of the shard feeds is trimmed this often, each round within a budget (storage.retention).
 TRIM_EVERY_S = 5.0
 TRIM_BUDGET_S = 2.0
+# The heartbeat lives this long unless given (the projector beats five times in it); /health reads it for a projector
+# whose figures do not say (storage.process_registry).
+HEARTBEAT_TTL_MS = 5_000
 
 
 class CheckpointMoved(Exception):
@@ -58,7 +62,7 @@ class Projector:
         block_ms: int = 200,
         gather_ms: int = 100,
         name: str = "projector",
-        heartbeat_ttl_ms: int = 5_000,
+        heartbeat_ttl_ms: int = HEARTBEAT_TTL_MS,
         cache_size: int = 10_000,
         prefix: str = "alm",
         feed_retain_ms: int = 300_000,
@@ -477,8 +481,14 @@ class Projector:
             except RedisError as error:
                 self.log.warning("heartbeat_failed", error=str(error))
             await _sleep_or_stop(stop, interval)
+        # A clean stop (scaled down, renamed, restarted) takes the projector out of the set too: /health reports a
+        # registered projector without a heartbeat as missing, which is for one that died, not one that was stopped.
         try:
-            await self.client.delete(projector_heartbeat_key(self.name, self.keys.prefix))
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.delete(projector_heartbeat_key(self.name, self.keys.prefix))
+                forget(pipe, projectors_key(self.keys.prefix), self.name,
+                       projector_stats_key(self.name, self.keys.prefix))
+                await pipe.execute()
         except RedisError:
             pass
 
@@ -500,6 +510,8 @@ class Projector:
             "last_batch_at_ms": self.last_batch_at_ms,
             "cached_rooms": len(self.loader),
             "feed_entries_trimmed": self.feed_entries_trimmed,
+            # when it beat, kept past the heartbeat's expiry: how long a dead projector has been missing
+            **seen(status["at_ms"], self.heartbeat_ttl_ms),
         }
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.set(projector_heartbeat_key(self.name, self.keys.prefix), encode_json(status), px=self.heartbeat_ttl_ms)

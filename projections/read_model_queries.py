@@ -12,8 +12,10 @@ import msgspec
 
 from almanac.events import registry
 from almanac.projections.model_writes import decode_json, encode_json, text
+from almanac.projections.projector import HEARTBEAT_TTL_MS
 from almanac.storage.archive_index import archived_page, listing_rows, model_rows
 from almanac.storage.keys import Keys, projector_heartbeat_key, projector_stats_key, projectors_key, shard_of
+from almanac.storage.process_registry import REGISTRY_FIELDS, missing_or_forget
 
 _FIRST_POLL_S = 0.002
 _MAX_POLL_S = 0.05
@@ -241,29 +243,40 @@ class ReadModels:
     # --- the projector's health ---------------------------------------------------------------
 
     async def status(self) -> dict:
-        """Projector heartbeats (live ones only), their figures, and per shard the age of the oldest unapplied entry."""
+        """Projector heartbeats (live ones), the registered projectors missing theirs, their figures, and per shard the
+        age of the oldest unapplied entry."""
         heartbeats = []
-        # The projectors named in their set, their heartbeats and figures in one pipeline: a projector that ran once
-        # and stopped (its heartbeat expired) is not alive.
-        names = sorted(text(name) for name in await self.client.smembers(projectors_key(self.keys.prefix)))
-        async with self.client.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.get(projector_heartbeat_key(name, self.keys.prefix))
-                pipe.hgetall(projector_stats_key(name, self.keys.prefix))
-            found = await pipe.execute()
-        for data, stats in zip(found[::2], found[1::2], strict=True):
-            if data is not None:
-                beat = decode_json(data)
-                beat["stats"] = {text(k): _number(text(v)) for k, v in stats.items()}
-                heartbeats.append(beat)
         # TIME on its own: a Redis Cluster pipeline refuses it.
         seconds, micros = await self.client.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        # The projectors named in their set, their heartbeats and figures in one pipeline. Every heartbeat adds the
+        # projector's name (Projector.publish_status), so one started by this code is found within a beat; one started
+        # by code older than the set is not, until it is restarted: no SCAN for heartbeat keys is kept for it, as one
+        # would walk the whole keyspace at every /health (200 round trips on a Redis of 20,000 keys) to cover the
+        # minutes of a rolling upgrade.
+        prefix = self.keys.prefix
+        names = sorted(text(name) for name in await self.client.smembers(projectors_key(prefix)))
+        async with self.client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.get(projector_heartbeat_key(name, prefix))
+                pipe.hgetall(projector_stats_key(name, prefix))
+            found = await pipe.execute()
+        missing = {}
+        for name, data, stats in zip(names, found[::2], found[1::2], strict=True):
+            if data is None:
+                missing[name] = (projector_stats_key(name, prefix), stats)
+                continue
+            beat = decode_json(data)
+            beat["stats"] = {text(k): _number(text(v)) for k, v in stats.items() if text(k) not in REGISTRY_FIELDS}
+            heartbeats.append(beat)
+        # A projector that stopped beating (a crash, a stuck host) is reported missing until it has been gone long
+        # enough to be forgotten (storage.process_registry); one stopped cleanly took itself out of the set.
+        late = await missing_or_forget(self.client, projectors_key(prefix), missing, now_ms, HEARTBEAT_TTL_MS)
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(self.shard_count):
                 pipe.get(self.keys.checkpoint(shard))
                 pipe.xrevrange(self.keys.feed(shard), "+", "-", count=1)
             replies = [None, *await pipe.execute()]
-        now_ms = int(seconds) * 1000 + int(micros) // 1000
         checkpoints = [text(c) if c is not None else "0-0" for c in replies[1::2]]
         heads = [text(h[0][0]) if h else "0-0" for h in replies[2::2]]
         behind = [s for s in range(self.shard_count) if _id(heads[s]) > _id(checkpoints[s])]
@@ -282,6 +295,7 @@ class ReadModels:
         return {
             "alive": bool(heartbeats),
             "projectors": sorted(heartbeats, key=lambda b: b["name"]),
+            "missing": [{"name": name, "missing_ms": ms} for name, ms in sorted(late.items())],
             "max_lag_ms": max((s["lag_ms"] for s in shards), default=0),
             "caught_up": all(s["caught_up"] for s in shards),
             "shards": shards,

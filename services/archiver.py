@@ -35,6 +35,7 @@ from almanac.services.settings import Settings
 from almanac.storage import archive_index
 from almanac.storage.archive import ArchiveResult, ArchivingStore, archive_room
 from almanac.storage.keys import archiver_heartbeat_key, archiver_stats_key, archivers_key
+from almanac.storage.process_registry import seen
 from almanac.storage.redis_store import _envelope_field
 
 log = structlog.get_logger("almanac.archiver")
@@ -52,7 +53,7 @@ RETRY_S = (0.5, 5.0)  # a pass Redis failed: the next one after the first, doubl
 
 class Archiver:
     def __init__(self, store: ArchivingStore, retain_s: float = 60.0, batch: int = 256, concurrency: int = 8,
-                 name: str = "archiver", idle_after_s: float = 0) -> None:
+                 name: str = "archiver", idle_after_s: float = 0, heartbeat_ttl_ms: int = HEARTBEAT_TTL_S * 1000) -> None:
         self.store = store
         self.retain_s = retain_s
         self.idle_after_s = idle_after_s
@@ -60,6 +61,7 @@ class Archiver:
         self.batch = batch
         self.concurrency = concurrency
         self.name = name
+        self.heartbeat_ttl_ms = heartbeat_ttl_ms
         self.totals = {"rooms": 0, "bytes": 0, "commands": 0, "errors": 0, "passes": 0}
         self._pointers_migrated = False
 
@@ -167,10 +169,12 @@ class Archiver:
     async def report(self, rooms_per_s: float) -> None:
         waiting, age = await self.lag()
         prefix = self.store.keys.prefix
-        stats = {**self.totals, "rooms_per_s": round(rooms_per_s, 3), "lag_rooms": waiting, "lag_s": round(age, 3)}
+        now_ms = int(time.time() * 1000)
+        stats = {**self.totals, "rooms_per_s": round(rooms_per_s, 3), "lag_rooms": waiting, "lag_s": round(age, 3),
+                 **seen(now_ms, self.heartbeat_ttl_ms)}  # kept past the heartbeat's expiry (/metrics forgets the gone)
         async with self.store.client.pipeline(transaction=False) as pipe:
             pipe.hset(archiver_stats_key(self.name, prefix), mapping=stats)
-            pipe.set(archiver_heartbeat_key(self.name, prefix), int(time.time() * 1000), ex=HEARTBEAT_TTL_S)
+            pipe.set(archiver_heartbeat_key(self.name, prefix), now_ms, px=self.heartbeat_ttl_ms)
             pipe.sadd(archivers_key(prefix), self.name)
             await pipe.execute()
 

@@ -27,7 +27,7 @@ from almanac.events import codec
 from almanac.services.room_service import CommandRecord, Outcome
 from almanac.storage.base import CommandLimited, Counted
 from almanac.storage.keys import Keys, outcome_channel, reply_channel
-from almanac.storage.redis_store import ids_field
+from almanac.storage.redis_store import eval_by_text, ids_field
 
 COMMAND_FIELD = "__data__"
 REPLY_FIELD = "reply"
@@ -164,10 +164,10 @@ async def _counted(call: Call, stream: str, limit: RateLimit, dedupe: tuple[list
     try:
         # EVALSHA as a plain command: one call, no script object; a Cluster client routes it by its keys.
         reply = await call("EVALSHA", _SUBMIT_COUNTED_SHA, len(script_keys), *script_keys, *args)
-    except NoScriptError:  # a restarted or flushed server forgot it: EVAL loads it again
+    except NoScriptError:  # a restarted or flushed server forgot it
         # Here, not left to the client: ``call`` is also the gateway's PipelinedConnection (a raw socket), which
         # neither redis-py's Script reload nor FailoverCluster's run-by-text covers.
-        reply = await call("EVAL", SUBMIT_COUNTED, len(script_keys), *script_keys, *args)
+        reply = await eval_by_text(call, SUBMIT_COUNTED, script_keys, args)
     status = int(reply[0])
     if status == 2:
         raise AlreadyDecided(reply[1])

@@ -79,6 +79,7 @@ class FailoverCluster(RedisCluster):
             try:
                 return await super()._execute_command(target_node, *args, **kwargs)  # type: ignore[arg-type]
             except exceptions.NoScriptError:
+                # As storage.redis_store.eval_by_text, but on the node redis-py chose (its text looked up by SHA).
                 by_text = self.script_text_call(args)
                 if by_text is None:
                     raise
@@ -220,7 +221,7 @@ class _FailoverPipeline(ClusterPipeline):
             # caller that forbids them (a WAIT after each node's part) must not see a command sent after its WAIT.
             # The EVAL is sent after the whole pipeline has answered, so it runs AFTER the commands that followed its
             # EVALSHA on that node (no current caller depends on that order; one that does must not rely on this).
-            for cmd in stack:
+            for cmd in stack:  # each a result, not raised: a single command's is FailoverCluster._execute_command's
                 if isinstance(cmd.result, exceptions.NoScriptError) and (
                         by_text := client.script_text_call(cmd.args)) is not None:
                     try:

@@ -105,8 +105,9 @@ def engines_key(prefix: str = DEFAULT_PREFIX) -> str:
 
 
 def projectors_key(prefix: str = DEFAULT_PREFIX) -> str:
-    """The set of projector names that ever ran: the gateway's health view reads their heartbeats from it (a SCAN
-    for them took a round trip per 100 keys of the whole keyspace, 200 on a Redis of 20,000 keys, at each /health)."""
+    """The set of registered projector names: the gateway's health view reads their heartbeats from it (a SCAN
+    for them took a round trip per 100 keys of the whole keyspace, 200 on a Redis of 20,000 keys, at each /health).
+    Each beat adds the projector; a clean stop or a long silence takes it out (storage.process_registry)."""
     return f"{prefix}:projectors"
 
 
@@ -127,7 +128,7 @@ def archiver_heartbeat_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
 
 
 def archivers_key(prefix: str = DEFAULT_PREFIX) -> str:
-    """The set of archiver names that ever ran (the gateway's /metrics reads their stats)."""
+    """The set of registered archiver names (the gateway's /metrics reads their stats; storage.process_registry)."""
     return f"{prefix}:archivers"
 
 

@@ -341,6 +341,19 @@ def ids_field(record_key: str) -> bytes:
     return hashlib.sha1(record_key.encode()).digest()[:16]  # noqa: S324 - unguessable enough as a name, not a MAC
 
 
+async def eval_by_text(call: Callable[..., Awaitable[Any]], text: str | bytes, script_keys: list[str],
+                       args: list) -> Any:
+    """A script call sent as EVALSHA on ``call`` and answered NOSCRIPT (a restarted or flushed Redis forgot the
+    script; the call did nothing), sent again on the same ``call`` by its text: EVAL runs it and caches it, so the
+    next EVALSHA finds it. One round trip, whatever ``call`` is (a client, the gateway's pipelined connection).
+
+    The one reload of the single-call paths (``bus``'s counted submit, ``write_ordered``), called only on NOSCRIPT:
+    the EVALSHA stays inline at each (no await or allocation added per command). Elsewhere: redis-py's Script
+    reloads its own calls; FailoverCluster runs a Cluster node's by text (``script_text_call``); ``evalsha_many``
+    and ``_send_waited`` reload a pipeline's (each call of it, and WAIT, on its own connection)."""
+    return await call("EVAL", text, len(script_keys), *script_keys, *args)
+
+
 def decode_kept(room: str, value: bytes) -> StoredOutcome:
     """A command's stored outcome from its record or its room's id index ("first:last" of an append)."""
     if value[:1].isdigit():
@@ -533,19 +546,16 @@ class RedisEventStore:
             (reply,) = await self.evalsha_many([(self._write_ordered, script_keys, script_args)])
         else:
             # One call, no pipeline: the engine's most frequent write (a batch of one shard) pays no
-            # pipeline machinery. NOSCRIPT (a server restarted without its script cache) did nothing: load, again.
-            reply = None
-            for _ in range(2):
+            # pipeline machinery.
+            try:
                 try:
                     reply = await self.client.execute_command("EVALSHA", self._write_ordered.sha, len(script_keys),
                                                               *script_keys, *script_args)
-                    break
-                except NoScriptError as error:
-                    reply = error
-                    await self._load_scripts()
-                except ResponseError as error:
-                    reply = error
-                    break
+                except NoScriptError:
+                    reply = await eval_by_text(self.client.execute_command, self._write_ordered.script, script_keys,
+                                               script_args)
+            except ResponseError as error:
+                reply = error
         return self.ordered_results(requests, reply)
 
     async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
@@ -558,8 +568,8 @@ class RedisEventStore:
 
     def ordered_command(self, requests: list[AppendRequest | RejectRequest]) -> tuple:
         """``write_ordered``'s command (EVALSHA ...), for a caller that sends it on its own connection and
-        turns the reply into results with ``ordered_results``. Its NOSCRIPT reply did nothing: then
-        ``write_ordered`` (which loads the scripts) writes the same requests."""
+        turns the reply into results with ``ordered_reply_results``. Its NOSCRIPT reply did nothing: then
+        ``write_ordered`` (which sends it by its text on NOSCRIPT) writes the same requests."""
         script_keys, script_args = self._ordered_call(requests)
         return ("EVALSHA", self._write_ordered.sha, len(script_keys), *script_keys, *script_args)
 
@@ -602,7 +612,7 @@ class RedisEventStore:
     async def ordered_reply_results(self, requests: list[AppendRequest | RejectRequest], reply: list | Exception
                                     ) -> list[AppendResult | Exception]:
         """``ordered_command``'s reply (or its error reply) as results; after NOSCRIPT, which did nothing, the
-        same requests written again by ``write_ordered`` (which loads the scripts)."""
+        same requests written again by ``write_ordered`` (``eval_by_text``, its one reload of a single call)."""
         if isinstance(reply, NoScriptError):
             return await self.write_ordered(requests)
         return self.ordered_results(requests, reply)
@@ -685,6 +695,7 @@ class RedisEventStore:
                 raise ReplicaWaitError(f"the write was not confirmed by {waits} replica(s) within "
                                        f"{self.wait_timeout_ms} ms (WAIT answered {confirmed!r})")
         if missing:
+            # Not ``eval_by_text`` call by call: the store's scripts loaded once serve the next pipelines too.
             # redis-py never reloads a raw EVALSHA sent in a pipeline (its Pipeline loads only the scripts
             # called with client=pipe): loaded here, then each refused call sent alone as its Script, which
             # reloads (one server) or runs by its text (FailoverCluster) should its node forget it again.
@@ -769,6 +780,7 @@ class RedisEventStore:
             return []
         async with self.client.pipeline(transaction=False) as pipe:
             for node, indexes in nodes:
+                # Not ``eval_by_text`` after the pipeline: the resent calls must go before this node's WAIT.
                 for script in self._scripts() if load else ():
                     pipe.execute_command("SCRIPT", "LOAD", script.script, target_nodes=node)
                 for index in indexes:

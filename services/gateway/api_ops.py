@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from redis.exceptions import ResponseError
 
+from almanac.services.archiver import HEARTBEAT_TTL_S as ARCHIVER_HEARTBEAT_TTL_S
 from almanac.services.engine.metrics import RESTORE_BUCKETS_MS
 from almanac.services.gateway.api_rooms import gateway
 from almanac.services.gateway.errors import (
@@ -30,6 +31,7 @@ from almanac.storage.keys import (
     engine_metrics_key,
     engines_key,
 )
+from almanac.storage.process_registry import missing_or_forget
 
 router = APIRouter(tags=["operations"])
 log = get_logger("almanac.gateway")
@@ -83,7 +85,8 @@ def _outcome_subscription(gw: Gateway) -> dict[str, Any]:
 
 async def _projector(gw: Gateway) -> dict[str, Any]:
     status = await gw.read_models.status()
-    return {"ok": bool(status.get("alive")), **status}
+    # A registered projector missing its heartbeat leaves its shards' read models stale, even beside a live one.
+    return {"ok": bool(status.get("alive")) and not status["missing"], **status}
 
 
 @router.get(
@@ -235,9 +238,14 @@ async def _scrape_archivers(gw: Gateway, auditor: bool) -> list[str]:
     prefix = gw.store.keys.prefix
     names = sorted(n.decode() for n in await gw.client.smembers(archivers_key(prefix)))
     alive = [n for n in names if await gw.client.exists(archiver_heartbeat_key(n, prefix))]
+    stats = {name: await gw.client.hgetall(archiver_stats_key(name, prefix)) for name in names}
+    # An archiver gone for good (storage.process_registry) is forgotten: its figures are no longer shown.
+    now_ms = int(time.time() * 1000)
+    missing = {n: (archiver_stats_key(n, prefix), stats[n]) for n in names if n not in alive}
+    kept = await missing_or_forget(gw.client, archivers_key(prefix), missing, now_ms, ARCHIVER_HEARTBEAT_TTL_S * 1000)
+    names = [n for n in names if n in alive or n in kept]
     lines = ["# HELP almanac_archiver_up Archivers with a live heartbeat.", "# TYPE almanac_archiver_up gauge",
              f"almanac_archiver_up {len(alive)}"]
-    stats = {name: await gw.client.hgetall(archiver_stats_key(name, prefix)) for name in names}
     for field, kind, help_text in _ARCHIVER_METRICS:
         if field in ("commands", "bytes") and not auditor:
             continue  # refused ones among them, and their records in the objects: the auditors' (auditors_engine_field)

@@ -481,12 +481,20 @@ class ShardLag(_Body):
     lag_ms: int
 
 
-class ProjectorHealth(_Body):
-    """The read side (projections/read_model_queries.py status): live projectors and how far each shard's read models lag."""
+class MissingProjector(_Body):
+    """A registered projector whose heartbeat expired, not yet gone long enough to be forgotten (storage.process_registry)."""
 
-    ok: bool
+    name: str
+    missing_ms: int  # since its last heartbeat (counted from the first /health that saw it missing, for older figures)
+
+
+class ProjectorHealth(_Body):
+    """The read side (projections/read_model_queries.py status): live projectors, missing ones, how far each shard lags."""
+
+    ok: bool  # a live projector and none missing
     alive: bool
     projectors: list[ProjectorBeat]
+    missing: list[MissingProjector]
     max_lag_ms: int
     caught_up: bool
     shards: list[ShardLag]

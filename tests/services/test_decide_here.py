@@ -20,7 +20,7 @@ from almanac.services.engine.shard_engine import GROUP, Engine, EngineConfig, No
 from almanac.services.gateway.pipelined_connection import PipelinedConnection
 from almanac.services.room_service import RoomService
 from almanac.storage.base import CommandLimited
-from almanac.storage.redis_store import RedisEventStore
+from almanac.storage.redis_store import WRITE_ORDERED_SCRIPT, RedisEventStore
 
 register_test_rulesets()
 ALL_SHARDS = list(range(16))
@@ -358,3 +358,25 @@ async def test_the_writes_of_a_batch_decided_here_go_together_each_answering_its
     assert sent == [3]
     for room in rooms:
         assert await assert_log_consistent(redis_client, room) == 1
+
+
+async def test_after_redis_forgets_its_scripts_the_next_commands_are_still_accepted_and_answered(redis_client,
+                                                                                                 here) -> None:
+    """Given an engine deciding its process's commands on the gateway's pipelined connection, a room under way, when
+    Redis forgets every script (SCRIPT FLUSH, as a restart without persistence does), then the next command decided
+    here and the next one through the command stream are still accepted and answered (each write refused NOSCRIPT,
+    which did nothing, is sent again with its script), and the room's log verifies."""
+    engine, _ = here
+    await redis_client.script_load(WRITE_ORDERED_SCRIPT)  # known before: only the flush makes Redis forget it
+    limit = RateLimit(KEYS.seat_rate("h-forgot", "token"), 10, 60_000)
+    assert (await engine.decide_here(record("h-forgot", "ann", CREATE, "c1"), limit)).accepted
+    # When Redis forgets every script, then the next command decided here is still accepted and answered
+    await redis_client.script_flush()
+    joined = await engine.decide_here(record("h-forgot", "ann", {"kind": "join_room"}, "c2"), limit)
+    assert joined.accepted and joined.last_version == 2
+    # And when it forgets them again, so is the next command through the command stream
+    await redis_client.script_flush()
+    added = await send(redis_client, "h-forgot", "ann", {"kind": "add", "amount": 1}, "c3")
+    assert added.accepted and added.last_version == 3
+    assert int(await redis_client.get(limit.key)) == 2  # each command decided here counted once
+    assert await assert_log_consistent(redis_client, "h-forgot") == 3

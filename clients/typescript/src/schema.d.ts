@@ -6284,12 +6284,13 @@ export interface components {
         };
         /**
          * ProjectorHealth
-         * @description The read side (projections/read_model_queries.py status): live projectors and how far each shard's read models lag.
+         * @description The read side (projections/read_model_queries.py status): live projectors, missing ones, how far each shard lags.
          */
         ProjectorHealth: {
             ok: boolean;
             alive: boolean;
             projectors: components["schemas"]["ProjectorBeat"][];
+            missing: components["schemas"]["MissingProjector"][];
             max_lag_ms: number;
             caught_up: boolean;
             shards: components["schemas"]["ShardLag"][];
@@ -6308,6 +6309,14 @@ export interface components {
             stats: {
                 [key: string]: number | string;
             };
+        };
+        /**
+         * MissingProjector
+         * @description A registered projector whose heartbeat expired, not yet gone long enough to be forgotten (storage.process_registry).
+         */
+        MissingProjector: {
+            name: string;
+            missing_ms: number;
         };
         /** ShardLag */
         ShardLag: {
