@@ -402,6 +402,9 @@ class RoomService:
                 return
         state, last_hash = start
         plan.bases[room] = state
+        # The room may yet be met archived below (``_met_idle``), mid-decision: a state from the cache or the batch
+        # before is not read, so a room the archiver moved since is met by the first read of its seed or nonces that
+        # falls back to the archive (the "cached room" stories, tests/store/test_archive_idle.py).
         for index in indexes:
             record = records[index]
             try:

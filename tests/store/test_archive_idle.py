@@ -516,3 +516,104 @@ async def test_a_room_moved_again_as_it_comes_back_is_brought_back_again_before_
     commitment = codec.decode_event(joined.envelopes[-1]).nonce_commitment
     assert commitment in await archiving_store(redis_client, url).load_nonces(room)
     assert (await verify_room(archiving_store(redis_client, url), room)).ok
+
+
+async def cached_room_archived_since(redis_client, url: str, room: str) -> tuple[RoomService, object]:
+    """A realm room (seats for alice, bob and dave; alice and bob joined) that an engine holds in its cache, then
+    moved to the archive idle by the archiver: the engine's next load answers its cached state without a read, so
+    the batch learns the room is archived only mid-decision, when a read of its seed falls back to the archive.
+    The engine and the room's pointer."""
+    store = archiving_store(redis_client, url)
+    await seated_nonce_room(store, room, ["alice", "bob", "dave"])
+    engine = RoomService(archiving_store(redis_client, url))
+    await engine.load(room)  # as after the engine's last command of the room
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+    return engine, await store.pointer(room)
+
+
+def batch_of(room: str, *commands: tuple[str, str, dict]) -> list[CommandRecord]:
+    return [CommandRecord(command_id=f"{room}-{name}", room=room, player=player, server_time_ms=70_000, body=body)
+            for name, player, body in commands]
+
+
+REFUSED_MINE = ("mine", "bob", {"kind": "mine", "ore": "diamonds"})  # refused; its decision reads the room's seed first
+
+
+async def test_a_refused_join_decided_after_a_batch_met_its_cached_room_archived_writes_no_nonce(redis_client,
+                                                                                                tmp_path) -> None:
+    """Given a room the engine holds in its cache and that the archiver has since moved idle, when a batch decides a
+    refused command of the room and then carol's join without a nonce (she has no seat), then the first decision's
+    read meets the archive, carol's join is refused against the archived state with the server's nonce for it left
+    unwritten, and the room stays archived with nothing of it in Redis (were the nonce saved, a refused join would
+    write into an archived room, which a refusal must not: ``test_a_refused_join_leaves_an_idle_room_in_the_archive``)."""
+    url = file_archive_url(tmp_path)
+    room = "idle-cached-refused-join"
+    engine, pointer = await cached_room_archived_since(redis_client, url, room)
+    trips: list[float] = []
+    engine.on_restore = trips.append
+    records = batch_of(room, REFUSED_MINE, ("join-c", "carol", {"kind": "join_room"}))
+    results = await engine.handle_many(records)
+    results = [result if result is not None else await engine.handle(record)
+               for result, record in zip(results, records, strict=True)]
+    assert [result.accepted for result in results] == [False, False]
+    assert results[1].error["code"] == "no_seat", results[1].error
+    assert trips == []
+    store = archiving_store(redis_client, url)
+    assert (await store.pointer(room)).digest == pointer.digest
+    assert not await redis_client.exists(store.keys.nonces(room), store.keys.version(room), store.keys.events(room))
+
+
+async def test_a_join_decided_after_a_batch_met_its_cached_room_archived_waits_for_the_room_back(redis_client,
+                                                                                                tmp_path) -> None:
+    """Given a room the engine holds in its cache and that the archiver has since moved idle, when a batch decides a
+    refused command of the room and then dave's join without a nonce (his seat is open), and another engine brings
+    the room back before the batch is written, then dave's join is not written from the batch (the server's nonce it
+    was decided with, the room read from the archive, is unwritten: appended to the room back in Redis, the join
+    would land without it) but goes through ``handle``, which appends it with its nonce kept beside the seed."""
+    url = file_archive_url(tmp_path)
+    room = "idle-cached-join"
+    engine, pointer = await cached_room_archived_since(redis_client, url, room)
+    records = batch_of(room, REFUSED_MINE, ("join-d", "dave", {"kind": "join_room"}))
+    plan = await engine.decide_many(records)
+    other = archiving_store(redis_client, url)
+    assert await restore_room(other, pointer) == "ok"  # another engine's command brought the room back
+    results = await engine.write(plan)
+    joined = results[1] if results[1] is not None else await engine.handle(records[1])
+    assert joined.accepted, joined.error
+    commitment = codec.decode_event(joined.envelopes[-1]).nonce_commitment
+    assert commitment in await archiving_store(redis_client, url).load_nonces(room)
+    assert (await verify_room(archiving_store(redis_client, url), room)).ok
+    assert results[1] is None  # the batch handed it to ``handle``
+
+
+async def test_a_command_whose_batch_read_its_cached_room_from_the_archive_as_it_came_back_is_not_refused(
+        redis_client, tmp_path) -> None:
+    """Given a room the engine holds in its cache and that the archiver has since moved idle, when a batch decides
+    alice's end of turn and another engine brings the room back between the decision's two reads of the room's
+    nonces (Redis, which had none, then the archive, which no longer has the room), then the command is not
+    answered ``nonce_missing`` (neither place had the nonces at its read) but goes through ``handle``, which
+    decides it on the room in Redis: accepted."""
+    url = file_archive_url(tmp_path)
+    room = "idle-cached-nonces-back"
+    store = archiving_store(redis_client, url)
+    await seated_nonce_room(store, room, ["alice", "bob"])
+    engine_store = archiving_store(redis_client, url)
+    engine = RoomService(engine_store)
+    await engine.load(room)  # as after the engine's last command of the room
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+    other = archiving_store(redis_client, url)
+    archived_object, reads = engine_store.archived_object, []
+
+    async def nonces_read_as_another_engine_brings_it_back(name: str) -> object:
+        reads.append(name)
+        if len(reads) == 2 and (pointer := await other.pointer(name)) is not None:  # the seed's read, then the nonces'
+            assert await restore_room(other, pointer) == "ok"
+        return await archived_object(name)
+
+    engine_store.archived_object = nonces_read_as_another_engine_brings_it_back
+    (record,) = batch_of(room, ("end", "alice", {"kind": "end_turn"}))
+    (result,) = await engine.handle_many([record])
+    assert len(reads) >= 2 and await store.pointer(room) is None  # the story's premise: the room came back mid-read
+    ended = result if result is not None else await engine.handle(record)
+    assert ended.accepted, ended.error
+    assert (await verify_room(archiving_store(redis_client, url), room)).ok

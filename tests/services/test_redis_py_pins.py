@@ -1,0 +1,73 @@
+"""The one private redis-py hook the Cluster client overrides is still the one it was written against."""
+
+# Given redis-py as installed, when its Cluster node map handles two MOVED redirections to a promoted replica (the
+# second handled after the first had patched the map), then the slot routes to the promoted node and that node is a
+# primary; and the hook FailoverCluster overrides for it (NodesManager._update_moved_slots, services/redis_client.py
+# _MovedToItsOwner) is there with the signature, caller and body it was written against. An upgrade of redis-py that
+# changes any of that fails here, before any Cluster test (which need redis-server) could show it: then delete the
+# backport (redis-py 7.2+ has the fix) or write it again against the new hook. No server is needed: the map is
+# bookkeeping, filled here as a refresh would fill it.
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+
+import redis
+from redis.asyncio.cluster import ClusterNode, NodesManager
+from redis.cluster import PRIMARY, REPLICA
+from redis.exceptions import MovedError
+
+from almanac.services.redis_client import _GentleNodesManager
+
+SLOT = 1234
+OLD, PROMOTED = ("127.0.0.1", 7001), ("127.0.0.1", 7002)
+# sha256 of redis-py 5.3.1's NodesManager._update_moved_slots source, which _MovedToItsOwner was written against.
+HOOK_SHA256 = "fbe61536684c24918c14ed82ddd9cc6130d4da953936e9dc802b9c310f5c66a5"
+
+
+def map_before_the_failover(manager_class: type[NodesManager]) -> NodesManager:
+    """A node map whose slot SLOT is served by OLD, PROMOTED its replica (as the map stood before the failover)."""
+    old, promoted = ClusterNode(*OLD, server_type=PRIMARY), ClusterNode(*PROMOTED, server_type=REPLICA)
+    manager = manager_class([old], require_full_coverage=False, connection_kwargs={})
+    manager.nodes_cache = {old.name: old, promoted.name: promoted}
+    manager.slots_cache = {SLOT: [old, promoted]}
+    manager.default_node = old
+    return manager
+
+
+def redirected_twice(manager: NodesManager) -> ClusterNode:
+    """Two commands for SLOT came back MOVED to PROMOTED; each follows it as redis-py's client does."""
+    for _ in range(2):
+        manager._moved_exception = MovedError(f"{SLOT} {PROMOTED[0]}:{PROMOTED[1]}")
+        node = manager.get_node_from_slot(SLOT)
+    return node
+
+
+def primaries(manager: NodesManager) -> list[str]:
+    return sorted(node.name for node in manager.get_nodes_by_server_type(PRIMARY))
+
+
+def test_a_second_moved_to_the_promoted_node_keeps_it_a_primary() -> None:
+    manager = map_before_the_failover(_GentleNodesManager)
+    assert redirected_twice(manager).name == f"{PROMOTED[0]}:{PROMOTED[1]}"
+    assert primaries(manager) == [f"{PROMOTED[0]}:{PROMOTED[1]}"]  # INFO or SCRIPT LOAD to the primaries reach it
+    assert [node.name for node in manager.slots_cache[SLOT]] == [f"{PROMOTED[0]}:{PROMOTED[1]}", f"{OLD[0]}:{OLD[1]}"]
+
+
+def test_redis_py_still_marks_the_promoted_node_a_replica_so_the_backport_is_still_needed() -> None:
+    manager = map_before_the_failover(NodesManager)
+    assert redirected_twice(manager).name == f"{PROMOTED[0]}:{PROMOTED[1]}"
+    assert primaries(manager) == [], (
+        f"redis-py {redis.__version__} keeps the promoted node a primary on its own: delete _MovedToItsOwner")
+
+
+def test_the_private_hook_is_the_one_the_backport_was_written_against() -> None:
+    hook = getattr(NodesManager, "_update_moved_slots", None)
+    assert hook is not None, f"redis-py {redis.__version__} has no NodesManager._update_moved_slots"
+    assert str(inspect.signature(hook)) == "(self) -> None"
+    assert "_moved_exception" in NodesManager.__slots__
+    caller = inspect.getsource(NodesManager.get_node_from_slot)
+    assert "if self._moved_exception:\n            self._update_moved_slots()" in caller
+    assert hashlib.sha256(inspect.getsource(hook).encode()).hexdigest() == HOOK_SHA256, (
+        f"redis-py {redis.__version__} changed NodesManager._update_moved_slots: check _MovedToItsOwner against it")
