@@ -22,7 +22,7 @@ from almanac.projections.read_model_rows import RoomUpdate, project_room
 from almanac.projections.rebuild import rebuild_shard
 from almanac.storage.keys import projector_heartbeat_key, projector_stats_key, projectors_key
 from almanac.storage.loader import RoomLoader
-from almanac.storage.process_registry import forget, seen
+from almanac.storage.process_registry import forget, queue_beat_fields
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
 
@@ -510,12 +510,12 @@ class Projector:
             "last_batch_at_ms": self.last_batch_at_ms,
             "cached_rooms": len(self.loader),
             "feed_entries_trimmed": self.feed_entries_trimmed,
-            # when it beat, kept past the heartbeat's expiry: how long a dead projector has been missing
-            **seen(status["at_ms"], self.heartbeat_ttl_ms),
         }
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.set(projector_heartbeat_key(self.name, self.keys.prefix), encode_json(status), px=self.heartbeat_ttl_ms)
             pipe.hset(projector_stats_key(self.name, self.keys.prefix), mapping=stats)
+            # Its stats before its name: a member without stats was forgotten (storage.process_registry).
+            queue_beat_fields(pipe, projector_stats_key(self.name, self.keys.prefix), self.heartbeat_ttl_ms)
             pipe.sadd(projectors_key(self.keys.prefix), self.name)
             await pipe.execute()
 

@@ -264,14 +264,14 @@ class ReadModels:
         missing = {}
         for name, data, stats in zip(names, found[::2], found[1::2], strict=True):
             if data is None:
-                missing[name] = (projector_stats_key(name, prefix), stats)
+                missing[name] = (projector_stats_key(name, prefix), stats or None)
                 continue
             beat = decode_json(data)
             beat["stats"] = {text(k): _number(text(v)) for k, v in stats.items() if text(k) not in REGISTRY_FIELDS}
             heartbeats.append(beat)
         # A projector that stopped beating (a crash, a stuck host) is reported missing until it has been gone long
         # enough to be forgotten (storage.process_registry); one stopped cleanly took itself out of the set.
-        late = await missing_or_forget(self.client, projectors_key(prefix), missing, now_ms, HEARTBEAT_TTL_MS)
+        missing_ms = await missing_or_forget(self.client, projectors_key(prefix), missing, HEARTBEAT_TTL_MS)
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(self.shard_count):
                 pipe.get(self.keys.checkpoint(shard))
@@ -295,7 +295,7 @@ class ReadModels:
         return {
             "alive": bool(heartbeats),
             "projectors": sorted(heartbeats, key=lambda b: b["name"]),
-            "missing": [{"name": name, "missing_ms": ms} for name, ms in sorted(late.items())],
+            "missing": [{"name": name, "missing_ms": ms} for name, ms in sorted(missing_ms.items())],
             "max_lag_ms": max((s["lag_ms"] for s in shards), default=0),
             "caught_up": all(s["caught_up"] for s in shards),
             "shards": shards,

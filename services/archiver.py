@@ -35,7 +35,7 @@ from almanac.services.settings import Settings
 from almanac.storage import archive_index
 from almanac.storage.archive import ArchiveResult, ArchivingStore, archive_room
 from almanac.storage.keys import archiver_heartbeat_key, archiver_stats_key, archivers_key
-from almanac.storage.process_registry import forget, seen
+from almanac.storage.process_registry import forget, queue_beat_fields
 from almanac.storage.redis_store import _envelope_field
 
 log = structlog.get_logger("almanac.archiver")
@@ -170,10 +170,11 @@ class Archiver:
         waiting, age = await self.lag()
         prefix = self.store.keys.prefix
         now_ms = int(time.time() * 1000)
-        stats = {**self.totals, "rooms_per_s": round(rooms_per_s, 3), "lag_rooms": waiting, "lag_s": round(age, 3),
-                 **seen(now_ms, self.heartbeat_ttl_ms)}  # kept past the heartbeat's expiry (/metrics forgets the gone)
+        stats = {**self.totals, "rooms_per_s": round(rooms_per_s, 3), "lag_rooms": waiting, "lag_s": round(age, 3)}
         async with self.store.client.pipeline(transaction=False) as pipe:
             pipe.hset(archiver_stats_key(self.name, prefix), mapping=stats)
+            # Its stats before its name: a member without stats was forgotten (storage.process_registry).
+            queue_beat_fields(pipe, archiver_stats_key(self.name, prefix), self.heartbeat_ttl_ms)
             pipe.set(archiver_heartbeat_key(self.name, prefix), now_ms, px=self.heartbeat_ttl_ms)
             pipe.sadd(archivers_key(prefix), self.name)
             await pipe.execute()

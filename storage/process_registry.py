@@ -1,41 +1,52 @@
 """The registries of processes (engines, projectors, archivers): which registered one misses its heartbeat, which is gone.
 
-A process adds its name to its registry set (``engines_key``, ``projectors_key``, ``archivers_key``) at every
-heartbeat, beside its heartbeat key (with a TTL) and its stats hash (without one: an engine's is its counters). Once the heartbeat key has expired, only the stats hash
-tells how long ago the process last beat: ``seen`` puts that time (and the beat's TTL) among its stats. A process
-missing for less than ``FORGET_AFTER_TTLS`` of its TTLs is reported missing (what /health is for); one missing longer
-is gone for good (renamed, scaled away, its host retired) and forgotten, or the set would name it forever.
+A process writes its stats hash, then adds its name to its registry set (``engines_key``, ``projectors_key``,
+``archivers_key``) at every heartbeat, beside its heartbeat key (with a TTL). The stats hash has no TTL: a projector's
+or an archiver's figures are written whole at each beat; an engine's are its counters (HINCRBY totals since the name
+first ran), of which a beat writes only a few fields. Among them the beat writes ``TTL_FIELD`` (how long a beat lives)
+and removes ``MISSING_FIELD``: a process that comes back is no longer missing.
+
+Only the readers' clock counts, and theirs is Redis' (TIME): a process's own clock may be behind or ahead. The first
+reader that finds a registered process's heartbeat expired writes when (``MISSING_FIELD``, HSETNX); the process is
+reported missing from then until ``FORGET_AFTER_TTLS`` of its TTLs have passed, then it is gone for good (renamed,
+scaled away, its host retired) and forgotten, or the set would name it forever. After a Redis outage that let every
+heartbeat expire, the clock starts when a reader first looks again: nothing is forgotten at once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# 120 TTLs: 10 minutes for a projector (5 s), 30 for an archiver (15 s) and for an engine (3 leases, at least 3 s). Far longer than a restart or a Redis failover
-# (an operator sees the process missing all that while), short enough that a renamed or retired process does not keep
-# /health degraded for good. A process forgotten by mistake (it was only stuck) is back at its next beat: every beat
-# adds its name and writes its whole stats hash again.
+# 120 TTLs: 10 minutes for a projector (5 s), 30 for an archiver (15 s) and for an engine (3 leases, at least 3 s).
+# Far longer than a restart or a Redis failover (an operator sees the process missing all that while), short enough
+# that a renamed or retired process does not keep it listed for good. A process forgotten by mistake (it was only
+# stuck) is back at its next beat: every beat writes its stats and adds its name again.
 FORGET_AFTER_TTLS = 120
-SEEN_FIELD = "heartbeat_at_ms"
 TTL_FIELD = "heartbeat_ttl_ms"
-# The registry's own fields among a process's figures: not figures, and the beat's time is its heartbeat's ``at_ms``.
-REGISTRY_FIELDS = frozenset({SEEN_FIELD, TTL_FIELD})
+MISSING_FIELD = "missing_since_ms"
+# The registry's own fields among a process's figures: not figures.
+REGISTRY_FIELDS = frozenset({TTL_FIELD, MISSING_FIELD})
 
 
-def seen(now_ms: int, ttl_ms: int) -> dict[str, int]:
-    """The fields a process writes into its stats hash at each heartbeat: when it beat, and how long a beat lives."""
-    return {SEEN_FIELD: now_ms, TTL_FIELD: ttl_ms}
+def queue_beat_fields(pipe: Any, stats_key: str, ttl_ms: int) -> None:
+    """Queue on ``pipe`` what each heartbeat writes into its stats hash (after its figures, before joining the set):
+    how long a beat lives, and that the process is not missing."""
+    pipe.hset(stats_key, TTL_FIELD, ttl_ms)
+    pipe.hdel(stats_key, MISSING_FIELD)
 
 
-def read_seen(pipe: Any, stats_key: str) -> None:
-    """Queue on ``pipe`` the read of the fields ``seen`` wrote (``seen_of`` its reply): for a process whose other
-    figures the reader does not need (an engine's counters, dozens of fields)."""
-    pipe.hmget(stats_key, SEEN_FIELD, TTL_FIELD)
+def read_registry_fields(pipe: Any, stats_key: str) -> None:
+    """Queue on ``pipe`` the read of the registry's fields (``registry_fields_of`` its two replies): for a process
+    whose other figures the reader does not need (an engine's counters, dozens of fields)."""
+    pipe.hmget(stats_key, *sorted(REGISTRY_FIELDS))
+    pipe.exists(stats_key)
 
 
-def seen_of(reply: list) -> dict[str, Any]:
-    """The stats ``missing_or_forget`` reads, from the reply of ``read_seen``'s HMGET."""
-    return {field: value for field, value in zip((SEEN_FIELD, TTL_FIELD), reply, strict=True) if value is not None}
+def registry_fields_of(fields: list, exists: int) -> dict[str, Any] | None:
+    """The stats ``missing_or_forget`` reads, from the replies of ``read_registry_fields``: None if the hash is gone."""
+    if not exists:
+        return None
+    return {field: value for field, value in zip(sorted(REGISTRY_FIELDS), fields, strict=True) if value is not None}
 
 
 def _field(stats: dict, name: str) -> int | None:
@@ -43,36 +54,53 @@ def _field(stats: dict, name: str) -> int | None:
     return None if value is None else int(float(value))
 
 
-async def missing_or_forget(client: Any, registry_key: str, missing: dict[str, tuple[str, dict]], now_ms: int,
-                            default_ttl_ms: int) -> dict[str, int]:
-    """Of the registered processes whose heartbeat key has expired (name -> its stats key and its stats as read),
-    forget those missing for ``FORGET_AFTER_TTLS`` of their TTLs and return the others: name -> ms since their last
-    beat. Stats written by code older than ``seen`` tell no time: the clock starts now (HSETNX), so such a process too
-    is forgotten, ``FORGET_AFTER_TTLS`` later. Nothing is written while every registered process beats."""
+async def missing_or_forget(client: Any, registry_key: str, missing: dict[str, tuple[str, dict | None]],
+                            default_ttl_ms: int, keep_stats: bool = False) -> dict[str, int]:
+    """Of the registered processes whose heartbeat key has expired (name -> its stats key and its stats as read, None
+    when the hash is gone), forget those missing for ``FORGET_AFTER_TTLS`` of their TTLs and return the
+    others: name -> ms since a reader first saw them missing (0 for one seen now, whose time is written). A member
+    without stats was forgotten by another reader since this one read the set (every writer writes its stats before
+    joining): its name is taken out again, nothing is written. ``keep_stats``: forgetting leaves the stats hash (an
+    engine's counters), only the registry's fields are removed. Nothing is written, nor the time asked, while every
+    registered process beats."""
+    if not missing:
+        return {}
+    # TIME on its own: a Redis Cluster pipeline refuses it.
+    seconds, micros = await client.time()
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
     kept: dict[str, int] = {}
-    gone: list[tuple[str, str]] = []
-    unknown: list[str] = []
+    first_seen: list[str] = []
+    gone: list[tuple[str, str | None]] = []
     for name, (stats_key, stats) in missing.items():
-        at_ms = _field(stats, SEEN_FIELD)
-        if at_ms is None:
-            unknown.append(stats_key)
+        if stats is None:
+            gone.append((name, None))
+            continue
+        since_ms = _field(stats, MISSING_FIELD)
+        if since_ms is None:
+            first_seen.append(stats_key)
             kept[name] = 0
-        elif now_ms - at_ms > FORGET_AFTER_TTLS * (_field(stats, TTL_FIELD) or default_ttl_ms):
+        elif now_ms - since_ms > FORGET_AFTER_TTLS * (_field(stats, TTL_FIELD) or default_ttl_ms):
             gone.append((name, stats_key))
         else:
-            kept[name] = max(0, now_ms - at_ms)
-    if unknown or gone:
-        # One key each, no script: on a Redis Cluster the set and the stats hashes live in different slots.
-        async with client.pipeline(transaction=False) as pipe:
-            for stats_key in unknown:
-                pipe.hsetnx(stats_key, SEEN_FIELD, now_ms)
-            for name, stats_key in gone:
-                forget(pipe, registry_key, name, stats_key)
-            await pipe.execute()
+            kept[name] = max(0, now_ms - since_ms)
+    # One key each, no script: on a Redis Cluster the set and the stats hashes live in different slots.
+    async with client.pipeline(transaction=False) as pipe:
+        for stats_key in first_seen:
+            pipe.hsetnx(stats_key, MISSING_FIELD, now_ms)
+        for name, stats_key in gone:
+            if stats_key is None:
+                pipe.srem(registry_key, name)
+            else:
+                forget(pipe, registry_key, name, stats_key, keep_stats)
+        await pipe.execute()
     return kept
 
 
-def forget(pipe: Any, registry_key: str, name: str, stats_key: str) -> None:
-    """Queue on ``pipe`` what takes a process out of its registry: its name from the set, its stats."""
+def forget(pipe: Any, registry_key: str, name: str, stats_key: str, keep_stats: bool = False) -> None:
+    """Queue on ``pipe`` what takes a process out of its registry: its name from the set, its stats (or, with
+    ``keep_stats``, only the registry's fields among them)."""
     pipe.srem(registry_key, name)
-    pipe.delete(stats_key)
+    if keep_stats:
+        pipe.hdel(stats_key, *REGISTRY_FIELDS)
+    else:
+        pipe.delete(stats_key)

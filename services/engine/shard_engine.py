@@ -37,7 +37,7 @@ from almanac.storage.base import CommandLimited, Counted, Receipt
 from almanac.storage.command_streams import GROUP, CommandStreams, Entry, command_streams
 from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
 from almanac.storage.loader import RoomLoader
-from almanac.storage.process_registry import seen
+from almanac.storage.process_registry import queue_beat_fields
 from almanac.storage.redis_errors import INFRASTRUCTURE_ERRORS, redis_failure, refuses_writes, stream_vanished
 from almanac.storage.redis_store import RedisEventStore
 
@@ -505,10 +505,9 @@ class Engine:
         prefix = self.config.prefix
         async with self.client.pipeline(transaction=False) as pipe:
             self._queue_metrics(pipe)
-            # When it beat, kept among its counters past the heartbeat's expiry: how long a dead engine has been
-            # missing (storage.process_registry).
-            pipe.hset(engine_metrics_key(name, prefix),
-                      mapping={"shards_held": len(self.leases.held), **seen(beat["time_ms"], self.heartbeat_ttl_ms)})
+            pipe.hset(engine_metrics_key(name, prefix), mapping={"shards_held": len(self.leases.held)})
+            # Its counters before its name: a member without them was forgotten (storage.process_registry).
+            queue_beat_fields(pipe, engine_metrics_key(name, prefix), self.heartbeat_ttl_ms)
             if alive:
                 pipe.set(engine_heartbeat_key(name, prefix), json.dumps(beat), px=self.heartbeat_ttl_ms)
                 pipe.sadd(engines_key(prefix), name)

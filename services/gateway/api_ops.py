@@ -32,7 +32,12 @@ from almanac.storage.keys import (
     engine_metrics_key,
     engines_key,
 )
-from almanac.storage.process_registry import REGISTRY_FIELDS, missing_or_forget, read_seen, seen_of
+from almanac.storage.process_registry import (
+    REGISTRY_FIELDS,
+    missing_or_forget,
+    read_registry_fields,
+    registry_fields_of,
+)
 
 router = APIRouter(tags=["operations"])
 log = get_logger("almanac.gateway")
@@ -44,18 +49,18 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
     ready (see ``health``), and the registered ones missing their heartbeat."""
     names = sorted(n.decode() for n in await gw.client.smembers(engines_key()))
     # One GET per engine in a pipeline, not MGET: on a Redis Cluster the heartbeat keys live in different slots.
-    # Beside each, when it last beat (two fields of its counters): counted only for an engine whose heartbeat expired.
+    # Beside each, the registry's fields of its counters: read only for an engine whose heartbeat expired.
     async with gw.client.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.get(engine_heartbeat_key(name))
-            read_seen(pipe, engine_metrics_key(name))
+            read_registry_fields(pipe, engine_metrics_key(name))
         found = await pipe.execute()
     now_ms = time.time() * 1000
     engines = []
     missing = {}
-    for name, raw, seen in zip(names, found[::2], found[1::2], strict=True):
+    for name, raw, fields, exists in zip(names, found[::3], found[1::3], found[2::3], strict=True):
         if raw is None:  # registered, but its heartbeat expired: that engine died (a clean stop leaves the set)
-            missing[name] = (engine_metrics_key(name), seen_of(seen))
+            missing[name] = (engine_metrics_key(name), registry_fields_of(fields, exists))
             continue
         beat = json.loads(raw)
         beat["age_s"] = round(max(0.0, now_ms - beat.get("time_ms", 0)) / 1000, 3)
@@ -82,12 +87,13 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
     # An engine that died is reported missing until it has been gone long enough to be forgotten
     # (storage.process_registry). It is neither a reason nor a degradation of its own: what it cost users is its
     # shards, and a shard no live engine holds already makes the gateway not ready; once the others (or its
-    # restart) hold them, commands are decided as before.
-    late = await missing_or_forget(gw.client, engines_key(), missing, int(now_ms),
-                                   engine_heartbeat_ttl_ms(gw.settings.lease_ms))
+    # restart) hold them, commands are decided as before. Forgetting one keeps its counters (they count since the
+    # name first ran, as a clean stop keeps them).
+    missing_ms = await missing_or_forget(gw.client, engines_key(), missing,
+                                         engine_heartbeat_ttl_ms(gw.settings.lease_ms), keep_stats=True)
     return {"ok": ok, "ready": not reasons, "reasons": reasons, "engines": engines, "shards_held": len(held),
             "shard_count": gw.settings.shard_count, "store_outage_ms": gw.store_outage_ms,
-            "missing": [{"name": name, "missing_ms": ms} for name, ms in sorted(late.items())]}
+            "missing": [{"name": name, "missing_ms": ms} for name, ms in sorted(missing_ms.items())]}
 
 
 def _outcome_subscription(gw: Gateway) -> dict[str, Any]:
@@ -97,8 +103,12 @@ def _outcome_subscription(gw: Gateway) -> dict[str, Any]:
 
 async def _projector(gw: Gateway) -> dict[str, Any]:
     status = await gw.read_models.status()
-    # A registered projector missing its heartbeat leaves its shards' read models stale, even beside a live one.
-    return {"ok": bool(status.get("alive")) and not status["missing"], **status}
+    # A registered projector missing its heartbeat leaves its shards' read models stale, unless the live ones hold
+    # every shard (a crashed one replaced under another name): then it is listed only. The shards a projector holds
+    # are those its heartbeat names, as the engines' are (``_engines``).
+    held = {shard for beat in status["projectors"] for shard in beat["shards"]}
+    stale = bool(status["missing"]) and len(held) < gw.settings.shard_count
+    return {"ok": bool(status.get("alive")) and not stale, **status}
 
 
 @router.get(
@@ -255,9 +265,8 @@ async def _scrape_archivers(gw: Gateway, auditor: bool) -> list[str]:
     alive = [n for n in names if await gw.client.exists(archiver_heartbeat_key(n, prefix))]
     stats = {name: await gw.client.hgetall(archiver_stats_key(name, prefix)) for name in names}
     # An archiver gone for good (storage.process_registry) is forgotten: its figures are no longer shown.
-    now_ms = int(time.time() * 1000)
-    missing = {n: (archiver_stats_key(n, prefix), stats[n]) for n in names if n not in alive}
-    kept = await missing_or_forget(gw.client, archivers_key(prefix), missing, now_ms, ARCHIVER_HEARTBEAT_TTL_S * 1000)
+    missing = {n: (archiver_stats_key(n, prefix), stats[n] or None) for n in names if n not in alive}
+    kept = await missing_or_forget(gw.client, archivers_key(prefix), missing, ARCHIVER_HEARTBEAT_TTL_S * 1000)
     names = [n for n in names if n in alive or n in kept]
     lines = ["# HELP almanac_archiver_up Archivers with a live heartbeat.", "# TYPE almanac_archiver_up gauge",
              f"almanac_archiver_up {len(alive)}"]
