@@ -1,4 +1,4 @@
-"""The registries of processes (engines, projectors, archivers): which registered one misses its heartbeat, which is gone.
+"""The registries of processes (engines, projectors, archivers): which one misses its heartbeat, which is gone.
 
 A process writes its stats hash, then adds its name to its registry set (``engines_key``, ``projectors_key``,
 ``archivers_key``) at every heartbeat, beside its heartbeat key (with a TTL). The stats hash has no TTL: a projector's

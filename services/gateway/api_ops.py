@@ -120,9 +120,10 @@ async def _projector(gw: Gateway) -> dict[str, Any]:
     "`not_ready`: no live engine, a shard without an engine, or an engine that has not completed a consume "
     "round (group, pending claim, read) since the last Redis outage it or this gateway saw. Redis answering "
     "again is not enough: the engine must show it works after the reconnect. A registered engine or projector "
-    "whose heartbeat expired is listed under `missing` until 120 of its heartbeat TTLs have passed: a projector's "
-    "makes the status `degraded`; an engine's changes nothing by itself (its shards, held by another or by "
-    "none, are counted as above), one stopped cleanly is not listed.",
+    "whose heartbeat expired is listed under `missing` until 120 of its heartbeat TTLs have passed since a "
+    "gateway first found it missing: a projector's makes the status `degraded` unless the live projectors hold "
+    "every shard; an engine's changes nothing by itself (its shards, held by another or by none, are counted as "
+    "above), one stopped cleanly is not listed.",
     responses={503: {"description": "`down` or `not_ready`, with `reasons`"}},
 )
 async def health(request: Request) -> Response:
@@ -214,7 +215,7 @@ async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
             counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
             for field, value in sorted(counters.items()):
                 if field.decode() in REGISTRY_FIELDS or not auditor and auditors_engine_field(field.decode()):
-                    continue  # when it beat is no counter; the refusals' counters are the auditors'
+                    continue  # the registry's fields are no counters; the refusals' counters are the auditors'
                 lines.append(f'almanac_engine_counter{{engine="{beat["name"]}",field="{field.decode()}"}} '
                              f"{int(value)}")
             restores += _restore_histogram(beat["name"], {k.decode(): int(v) for k, v in counters.items()})

@@ -454,7 +454,7 @@ class MissingProcess(_Body):
     (storage.process_registry)."""
 
     name: str
-    missing_ms: int  # since its last heartbeat (counted from the first /health that saw it missing, for older figures)
+    missing_ms: int  # since a gateway first found its heartbeat expired (by Redis' clock)
 
 
 class EngineHealth(_Body):
@@ -492,9 +492,10 @@ class ShardLag(_Body):
 
 
 class ProjectorHealth(_Body):
-    """The read side (projections/read_model_queries.py status): live projectors, missing ones, how far each shard lags."""
+    """The read side (projections/read_model_queries.py status): live projectors, missing ones, how far each shard
+    lags."""
 
-    ok: bool  # a live projector and none missing
+    ok: bool  # a live projector, and none missing unless the live ones hold every shard
     alive: bool
     projectors: list[ProjectorBeat]
     missing: list[MissingProcess]
