@@ -525,7 +525,7 @@ export interface paths {
         };
         /**
          * Ready to take commands? Redis reachable; engine and projector heartbeats
-         * @description 200 `ok` (or `degraded`: the projector is behind or down, so read models are stale; or the outcome subscription is down, `outcomes.subscribed` false, so commands are answered by polling) when commands can be taken. 503 with `reasons` and Retry-After when not: `down` (Redis unreachable) or `not_ready`: no live engine, a shard without an engine, or an engine that has not completed a consume round (group, pending claim, read) since the last Redis outage it or this gateway saw. Redis answering again is not enough: the engine must show it works after the reconnect. A registered engine or projector whose heartbeat expired is listed under `missing` until 120 of its heartbeat TTLs have passed: a projector's makes the status `degraded`; an engine's changes nothing by itself (its shards, held by another or by none, are counted as above), one stopped cleanly is not listed.
+         * @description 200 `ok` (or `degraded`: the projector is behind or down, so read models are stale; or the outcome subscription is down, `outcomes.subscribed` false, so commands are answered by polling) when commands can be taken. 503 with `reasons` and Retry-After when not: `down` (Redis unreachable) or `not_ready`: no live engine, a shard without an engine, or an engine that has not completed a consume round (group, pending claim, read) since the last Redis outage it or this gateway saw. Redis answering again is not enough: the engine must show it works after the reconnect. A registered engine or projector whose heartbeat expired is listed under `missing` until 120 of its heartbeat TTLs have passed since a gateway first found it missing: a projector's makes the status `degraded` unless the live projectors hold every shard; an engine's changes nothing by itself (its shards, held by another or by none, are counted as above), one stopped cleanly is not listed.
          */
         get: operations["health_health_get"];
         put?: never;
@@ -6295,7 +6295,8 @@ export interface components {
         };
         /**
          * ProjectorHealth
-         * @description The read side (projections/read_model_queries.py status): live projectors, missing ones, how far each shard lags.
+         * @description The read side (projections/read_model_queries.py status): live projectors, missing ones, how far each shard
+         *     lags.
          */
         ProjectorHealth: {
             ok: boolean;
