@@ -492,8 +492,7 @@ class ShardLag(_Body):
 
 
 class ProjectorHealth(_Body):
-    """The read side (projections/read_model_queries.py status): live projectors, missing ones, how far each shard
-    lags."""
+    """The read side (projections/read_model_queries.py status): live and missing projectors, each shard's lag."""
 
     ok: bool  # a live projector, and none missing unless the live ones hold every shard
     alive: bool

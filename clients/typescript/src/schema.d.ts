@@ -6295,8 +6295,7 @@ export interface components {
         };
         /**
          * ProjectorHealth
-         * @description The read side (projections/read_model_queries.py status): live projectors, missing ones, how far each shard
-         *     lags.
+         * @description The read side (projections/read_model_queries.py status): live and missing projectors, each shard's lag.
          */
         ProjectorHealth: {
             ok: boolean;
