@@ -7,7 +7,7 @@ first ran), of which a beat writes only a few fields. Among them the beat writes
 and removes ``MISSING_FIELD``: a process that comes back is no longer missing.
 
 Only the readers' clock counts, and theirs is Redis' (TIME): a process's own clock may be behind or ahead. The first
-reader that finds a registered process's heartbeat expired writes when (``MISSING_FIELD``, HSETNX); the process is
+reader that finds a registered process's heartbeat expired writes when (``MISSING_FIELD``, if unset); the process is
 reported missing from then until ``FORGET_AFTER_TTLS`` of its TTLs have passed, then it is gone for good (renamed,
 scaled away, its host retired) and forgotten, or the set would name it forever. After a Redis outage that let every
 heartbeat expire, the clock starts when a reader first looks again: nothing is forgotten at once.
@@ -26,6 +26,13 @@ TTL_FIELD = "heartbeat_ttl_ms"
 MISSING_FIELD = "missing_since_ms"
 # The registry's own fields among a process's figures: not figures.
 REGISTRY_FIELDS = frozenset({TTL_FIELD, MISSING_FIELD})
+# HSETNX, but not on a hash deleted since the reader read it (the process stopped cleanly, or another reader forgot
+# it): HSETNX alone would make it again, holding only this field, under a name no set holds, never deleted. One key:
+# a Cluster runs it on that key's node.
+_MARK_MISSING_SCRIPT = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) end
+return 0
+"""
 
 
 def queue_beat_fields(pipe: Any, stats_key: str, ttl_ms: int) -> None:
@@ -61,7 +68,8 @@ async def missing_or_forget(client: Any, registry_key: str, missing: dict[str, t
     others: name -> ms since a reader first saw them missing (0 for one seen now, whose time is written). A member
     without stats was forgotten by another reader since this one read the set (every writer writes its stats before
     joining): its name is taken out again, nothing is written. ``keep_stats``: forgetting leaves the stats hash (an
-    engine's counters), only the registry's fields are removed. Nothing is written, nor the time asked, while every
+    engine's counters), only the registry's fields are removed (a reader racing that forget may leave its time there:
+    not a counter, and removed at the name's next beat). Nothing is written, nor the time asked, while every
     registered process beats."""
     if not missing:
         return {}
@@ -86,7 +94,7 @@ async def missing_or_forget(client: Any, registry_key: str, missing: dict[str, t
     # One key each, no script: on a Redis Cluster the set and the stats hashes live in different slots.
     async with client.pipeline(transaction=False) as pipe:
         for stats_key in first_seen:
-            pipe.hsetnx(stats_key, MISSING_FIELD, now_ms)
+            pipe.eval(_MARK_MISSING_SCRIPT, 1, stats_key, MISSING_FIELD, now_ms)
         for name, stats_key in gone:
             if stats_key is None:
                 pipe.srem(registry_key, name)
