@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
+
+log = structlog.get_logger("almanac.registry")
+
 # 120 TTLs: 10 minutes for a projector (5 s), 30 for an archiver (15 s) and for an engine (3 leases, at least 3 s).
 # Far longer than a restart or a Redis failover (an operator sees the process missing all that while), short enough
 # that a renamed or retired process does not keep it listed for good. A process forgotten by mistake (it was only
@@ -70,7 +74,8 @@ async def missing_or_forget(client: Any, registry_key: str, missing: dict[str, t
     joining): its name is taken out again, nothing is written. ``keep_stats``: forgetting leaves the stats hash (an
     engine's counters), only the registry's fields are removed (a reader racing that forget may leave its time there:
     not a counter, and removed at the name's next beat). Nothing is written, nor the time asked, while every
-    registered process beats."""
+    registered process beats. The writes are best effort: a Redis refusing them (at maxmemory with noeviction, PING
+    still answered) leaves the registry as it was, and the answer is the same."""
     if not missing:
         return {}
     # TIME on its own: a Redis Cluster pipeline refuses it.
@@ -100,8 +105,18 @@ async def missing_or_forget(client: Any, registry_key: str, missing: dict[str, t
                 pipe.srem(registry_key, name)
             else:
                 forget(pipe, registry_key, name, stats_key, keep_stats)
-        await pipe.execute()
+        await _best_effort(pipe, registry_key)
     return kept
+
+
+async def _best_effort(pipe: Any, registry_key: str) -> list:
+    """``pipe``'s replies, an error among them logged once (a warning) and left in its place: the registry's
+    bookkeeping must not fail the /health or /metrics that does it."""
+    replies = await pipe.execute(raise_on_error=False)
+    errors = [reply for reply in replies if isinstance(reply, Exception)]
+    if errors:
+        log.warning("registry_write_failed", registry=registry_key, failed=len(errors), error=str(errors[0]))
+    return replies
 
 
 def forget(pipe: Any, registry_key: str, name: str, stats_key: str, keep_stats: bool = False) -> None:

@@ -399,3 +399,36 @@ def test_an_archiver_stopped_cleanly_leaves_the_set_and_metrics(redis_url: str, 
         token = api.app.state.signer.issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
         text = api.get("/metrics", headers={"Authorization": f"Bearer {token}"}).text
     assert "almanac_archiver_up 0" in text and 'archiver="scaled-down"' not in text
+
+
+def test_a_redis_refusing_the_registrys_writes_still_answers_health_with_the_projector_missing(
+        redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
+    # Given projector "b", whose heartbeat expired a moment ago (never seen missing: a look would write its mark),
+    # and "a" beating
+    asyncio.run(beat(redis_url, "b", 200))
+    time.sleep(0.4)
+    asyncio.run(beat(redis_url, "a", LIVE_TTL_MS))
+    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway"))
+    limit, policy = client.config_get("maxmemory")["maxmemory"], client.config_get("maxmemory-policy")[
+        "maxmemory-policy"]
+    with TestClient(create_app(settings)) as api:
+        deadline = time.monotonic() + 30
+        while api.get("/health").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        client.hdel(projector_stats_key("b"), MISSING_FIELD)  # the ready looks marked it: unmark it
+        # and Redis at its maxmemory with noeviction: it answers PING and reads, refuses every write
+        try:
+            client.config_set("maxmemory-policy", "noeviction")
+            client.config_set("maxmemory", 1)
+
+            # When /health is asked
+            answer = api.get("/health")
+        finally:
+            client.config_set("maxmemory", limit)
+            client.config_set("maxmemory-policy", policy)
+
+    # Then it answers as ever: 200, "b" listed missing (its mark not written: the registry's bookkeeping is best
+    # effort)
+    assert answer.status_code == 200, answer.text
+    assert [m["name"] for m in answer.json()["projector"]["missing"]] == ["b"], answer.text
+    assert not client.hexists(projector_stats_key("b"), MISSING_FIELD)
