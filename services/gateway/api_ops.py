@@ -103,27 +103,28 @@ def _outcome_subscription(gw: Gateway) -> dict[str, Any]:
 
 async def _projector(gw: Gateway) -> dict[str, Any]:
     status = await gw.read_models.status()
-    # A registered projector missing its heartbeat leaves its shards' read models stale, unless the live ones hold
-    # every shard (a crashed one replaced under another name): then it is listed only. The shards a projector holds
-    # are those its heartbeat names, as the engines' are (``_engines``).
+    # A shard no live projector holds has a stale read model, whether its projector is listed missing, was forgotten
+    # (a crash long ago) or never ran: as a shard without an engine is counted (``_engines``). A missing projector
+    # whose shards the live ones hold (one replaced under another name) is listed only. The shards a projector holds
+    # are those its heartbeat names.
     held = {shard for beat in status["projectors"] for shard in beat["shards"]}
-    stale = bool(status["missing"]) and len(held) < gw.settings.shard_count
+    stale = not set(range(gw.settings.shard_count)) <= held
     return {"ok": bool(status.get("alive")) and not stale, **status}
 
 
 @router.get(
     "/health",
     summary="Ready to take commands? Redis reachable; engine and projector heartbeats",
-    description="200 `ok` (or `degraded`: the projector is behind or down, so read models are stale; or the "
+    description="200 `ok` (or `degraded`: the projector is behind or down, or the live projectors do not hold every "
+    "shard, so read models are stale; or the "
     "outcome subscription is down, `outcomes.subscribed` false, so commands are answered by polling) when "
     "commands can be taken. 503 with `reasons` and Retry-After when not: `down` (Redis unreachable) or "
     "`not_ready`: no live engine, a shard without an engine, or an engine that has not completed a consume "
     "round (group, pending claim, read) since the last Redis outage it or this gateway saw. Redis answering "
     "again is not enough: the engine must show it works after the reconnect. A registered engine or projector "
     "whose heartbeat expired is listed under `missing` until 120 of its heartbeat TTLs have passed since a "
-    "gateway first found it missing: a projector's makes the status `degraded` unless the live projectors hold "
-    "every shard; an engine's changes nothing by itself (its shards, held by another or by none, are counted as "
-    "above), one stopped cleanly is not listed.",
+    "gateway first found it missing: that changes nothing by itself (its shards, held by another or by none, are "
+    "counted as above), one stopped cleanly is not listed.",
     responses={503: {"description": "`down` or `not_ready`, with `reasons`"}},
 )
 async def health(request: Request) -> Response:

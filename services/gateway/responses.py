@@ -494,7 +494,7 @@ class ShardLag(_Body):
 class ProjectorHealth(_Body):
     """The read side (projections/read_model_queries.py status): live and missing projectors, each shard's lag."""
 
-    ok: bool  # a live projector, and none missing unless the live ones hold every shard
+    ok: bool  # live projectors whose heartbeats name every shard (a missing one changes nothing by itself)
     alive: bool
     projectors: list[ProjectorBeat]
     missing: list[MissingProcess]

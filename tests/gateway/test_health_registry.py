@@ -1,8 +1,9 @@
 """The gateway finds the engines, projectors (and archivers) through their registry sets, which a process joins at
-each beat: one that stopped beating a moment ago is what /health is for, reported missing even beside a live one (a
-projector's makes the read side degraded unless the live ones hold every shard; an engine's shards are what its death
-costs, counted as before); one missing far longer than its heartbeat lives (renamed, scaled away) is forgotten, no
-longer listed nor in the set, or /health would report it for ever; one stopped cleanly leaves the set itself.
+each beat: one that stopped beating a moment ago is what /health is for, reported missing even beside a live one (what
+its death costs is its shards: the read side is degraded while no live projector holds one, missing or forgotten, as a
+shard without an engine makes the gateway not ready); one missing far longer than its heartbeat lives (renamed, scaled
+away) is forgotten, no longer listed nor in the set, or /health would report it for ever; one stopped cleanly leaves
+the set itself.
 /metrics forgets a gone archiver, and one stopped cleanly. Only the readers' clock (Redis') says how long a process
 has been missing, counted from the first look that found it so: not the process's own, which may be behind, nor
 its last beat, which a Redis outage makes old for every process at once."""
@@ -156,6 +157,21 @@ def test_a_missing_projector_whose_shards_no_live_one_holds_degrades_the_read_si
     # Then "b" is reported missing and, half the shards held by no live projector, the read side is degraded
     projector = health["projector"]
     assert [m["name"] for m in projector["missing"]] == ["b"]
+    assert health["status"] == "degraded" and projector["ok"] is False, health
+
+
+def test_a_live_projector_holding_only_some_shards_degrades_the_read_side_with_none_missing(
+        redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
+    # Given projector "a" beating with shards 0 to 7 alone, and no projector missing (the one that held the others
+    # crashed long ago and was forgotten, or never ran)
+    asyncio.run(beat(redis_url, "a", LIVE_TTL_MS, shards=list(range(8))))
+
+    # When /health is asked
+    health = ready_health(redis_url, tmp_path)
+
+    # Then, half the shards held by no live projector, the read side is degraded though none is listed missing
+    projector = health["projector"]
+    assert projector["missing"] == [] and [beat["name"] for beat in projector["projectors"]] == ["a"]
     assert health["status"] == "degraded" and projector["ok"] is False, health
 
 
