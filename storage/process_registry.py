@@ -37,6 +37,14 @@ _MARK_MISSING_SCRIPT = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) end
 return 0
 """
+# Delete the stats hash (ARGV[3] "1": only the registry's fields, ARGV[4...]) only if its first-missing mark is still
+# the one read (ARGV[2]): a beat since removed it, and a forget deciding on the figures read before would take a
+# process that is back out of its set. One key, as above.
+_FORGET_IF_MISSING_SCRIPT = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+if ARGV[3] == '1' then redis.call('HDEL', KEYS[1], unpack(ARGV, 4)) else redis.call('DEL', KEYS[1]) end
+return 1
+"""
 
 
 def queue_beat_fields(pipe: Any, stats_key: str, ttl_ms: int) -> None:
@@ -73,7 +81,8 @@ async def missing_or_forget(client: Any, registry_key: str, missing: dict[str, t
     without stats was forgotten by another reader since this one read the set (every writer writes its stats before
     joining): its name is taken out again, nothing is written. ``keep_stats``: forgetting leaves the stats hash (an
     engine's counters), only the registry's fields are removed (a reader racing that forget may leave its time there:
-    not a counter, and removed at the name's next beat). Nothing is written, nor the time asked, while every
+    not a counter, and removed at the name's next beat). A process is forgotten only if its stats still say it is
+    missing since the time read: one that beat since stays. Nothing is written, nor the time asked, while every
     registered process beats. The writes are best effort: a Redis refusing them (at maxmemory with noeviction, PING
     still answered) leaves the registry as it was, and the answer is the same."""
     if not missing:
@@ -83,29 +92,37 @@ async def missing_or_forget(client: Any, registry_key: str, missing: dict[str, t
     now_ms = int(seconds) * 1000 + int(micros) // 1000
     kept: dict[str, int] = {}
     first_seen: list[str] = []
-    gone: list[tuple[str, str | None]] = []
+    gone: list[tuple[str, str | None, Any]] = []
     for name, (stats_key, stats) in missing.items():
         if stats is None:
-            gone.append((name, None))
+            gone.append((name, None, None))
             continue
         since_ms = _field(stats, MISSING_FIELD)
         if since_ms is None:
             first_seen.append(stats_key)
             kept[name] = 0
         elif now_ms - since_ms > FORGET_AFTER_TTLS * (_field(stats, TTL_FIELD) or default_ttl_ms):
-            gone.append((name, stats_key))
+            gone.append((name, stats_key, stats.get(MISSING_FIELD.encode(), stats.get(MISSING_FIELD))))
         else:
             kept[name] = max(0, now_ms - since_ms)
-    # One key each, no script: on a Redis Cluster the set and the stats hashes live in different slots.
+    # One key each, no script over two: on a Redis Cluster the set and the stats hashes live in different slots.
     async with client.pipeline(transaction=False) as pipe:
         for stats_key in first_seen:
             pipe.eval(_MARK_MISSING_SCRIPT, 1, stats_key, MISSING_FIELD, now_ms)
-        for name, stats_key in gone:
+        for name, stats_key, since in gone:
             if stats_key is None:
                 pipe.srem(registry_key, name)
             else:
-                forget(pipe, registry_key, name, stats_key, keep_stats)
-        await _best_effort(pipe, registry_key)
+                _forget_if_still_missing(pipe, stats_key, since, keep_stats)
+        replies = await _best_effort(pipe, registry_key)
+    # The name leaves the set only if its stats went: a process that beat since they were read is back. One beating
+    # between the script and the SREM is out of the set until its next beat, its stats written.
+    forgotten = [name for (name, stats_key, _), reply in zip(gone, replies[len(first_seen):], strict=True)
+                 if stats_key is not None and reply == 1]
+    if forgotten:
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.srem(registry_key, *forgotten)
+            await _best_effort(pipe, registry_key)
     return kept
 
 
@@ -117,6 +134,14 @@ async def _best_effort(pipe: Any, registry_key: str) -> list:
     if errors:
         log.warning("registry_write_failed", registry=registry_key, failed=len(errors), error=str(errors[0]))
     return replies
+
+
+def _forget_if_still_missing(pipe: Any, stats_key: str, missing_since: Any, keep_stats: bool = False) -> None:
+    """Queue on ``pipe`` the deletion of a process's stats (``keep_stats``: of the registry's fields among them) if
+    its ``MISSING_FIELD`` still holds ``missing_since`` (as read): it replies 1 if so, 0 if the process beat since."""
+    since = missing_since.decode() if isinstance(missing_since, bytes) else str(missing_since)
+    pipe.eval(_FORGET_IF_MISSING_SCRIPT, 1, stats_key, MISSING_FIELD, since, "1" if keep_stats else "0",
+              *sorted(REGISTRY_FIELDS))
 
 
 def forget(pipe: Any, registry_key: str, name: str, stats_key: str, keep_stats: bool = False) -> None:

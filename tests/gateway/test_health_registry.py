@@ -37,7 +37,12 @@ from almanac.storage.keys import (
     projector_stats_key,
     projectors_key,
 )
-from almanac.storage.process_registry import FORGET_AFTER_TTLS, MISSING_FIELD, REGISTRY_FIELDS
+from almanac.storage.process_registry import (
+    FORGET_AFTER_TTLS,
+    MISSING_FIELD,
+    REGISTRY_FIELDS,
+    missing_or_forget,
+)
 
 SHARDS = 16
 LIVE_TTL_MS = 60_000
@@ -270,6 +275,35 @@ def test_a_projector_that_came_back_is_missing_again_only_from_its_new_silence(
     # Then it is missing again, counted from this look: not forgotten
     assert [m["name"] for m in health["projector"]["missing"]] == ["b"], health
     assert client.sismember(projectors_key(), "b")
+
+
+def test_a_projector_that_beats_between_a_readers_look_and_its_forget_is_not_forgotten(
+        redis_url: str, client: redis.Redis) -> None:
+    # Given projector "b", which a reader found missing for far longer than FORGET_AFTER_TTLS of its beats (the
+    # figures it read say so)
+    asyncio.run(beat(redis_url, "b", SHORT_TTL_MS))
+    long_ago_ms = int(client.time()[0]) * 1000 - 60_000
+    client.hset(projector_stats_key("b"), MISSING_FIELD, long_ago_ms)
+    read = client.hgetall(projector_stats_key("b"))
+
+    # and "b" beats again before that reader forgets it
+    asyncio.run(beat(redis_url, "b", SHORT_TTL_MS))
+
+    # When the reader decides on the figures it read
+    async def decide() -> dict[str, int]:
+        redis_client = aioredis.Redis.from_url(redis_url)
+        try:
+            return await missing_or_forget(redis_client, projectors_key(), {"b": (projector_stats_key("b"), read)},
+                                           SHORT_TTL_MS)
+        finally:
+            await redis_client.aclose()
+
+    assert asyncio.run(decide()) == {}
+
+    # Then "b", back, keeps its name in the set and its figures
+    assert client.sismember(projectors_key(), "b")
+    assert client.hexists(projector_stats_key("b"), "events_applied")
+    assert not client.hexists(projector_stats_key("b"), MISSING_FIELD)
 
 
 def test_a_registered_name_without_figures_was_forgotten_and_is_taken_out_without_a_trace(
