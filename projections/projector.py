@@ -514,7 +514,8 @@ class Projector:
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.set(projector_heartbeat_key(self.name, self.keys.prefix), encode_json(status), px=self.heartbeat_ttl_ms)
             pipe.hset(projector_stats_key(self.name, self.keys.prefix), mapping=stats)
-            # Its stats before its name: a member without stats was forgotten (storage.process_registry).
+            # Its stats before its name: a member without stats was forgotten (storage.process_registry; not in order
+            # on a Redis Cluster: such a member is taken out and back at its next beat).
             queue_beat_fields(pipe, projector_stats_key(self.name, self.keys.prefix), self.heartbeat_ttl_ms)
             pipe.sadd(projectors_key(self.keys.prefix), self.name)
             await pipe.execute()

@@ -173,7 +173,8 @@ class Archiver:
         stats = {**self.totals, "rooms_per_s": round(rooms_per_s, 3), "lag_rooms": waiting, "lag_s": round(age, 3)}
         async with self.store.client.pipeline(transaction=False) as pipe:
             pipe.hset(archiver_stats_key(self.name, prefix), mapping=stats)
-            # Its stats before its name: a member without stats was forgotten (storage.process_registry).
+            # Its stats before its name: a member without stats was forgotten (storage.process_registry; not in order
+            # on a Redis Cluster: such a member is taken out and back at its next beat).
             queue_beat_fields(pipe, archiver_stats_key(self.name, prefix), self.heartbeat_ttl_ms)
             pipe.set(archiver_heartbeat_key(self.name, prefix), now_ms, px=self.heartbeat_ttl_ms)
             pipe.sadd(archivers_key(prefix), self.name)

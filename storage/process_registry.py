@@ -4,13 +4,17 @@ A process writes its stats hash, then adds its name to its registry set (``engin
 ``archivers_key``) at every heartbeat, beside its heartbeat key (with a TTL). The stats hash has no TTL: a projector's
 or an archiver's figures are written whole at each beat; an engine's are its counters (HINCRBY totals since the name
 first ran), of which a beat writes only a few fields. Among them the beat writes ``TTL_FIELD`` (how long a beat lives)
-and removes ``MISSING_FIELD``: a process that comes back is no longer missing.
+and removes ``MISSING_FIELD``: a process that comes back is no longer missing. Stats before name holds on one Redis
+(a pipeline's commands run in order), not on a Redis Cluster, where the set and the hash live on different nodes and
+a ClusterPipeline sends to them in parallel: a reader may see a new member without its stats, take it out (as one
+forgotten), and it is back at its next beat.
 
 Only the readers' clock counts, and theirs is Redis' (TIME): a process's own clock may be behind or ahead. The first
 reader that finds a registered process's heartbeat expired writes when (``MISSING_FIELD``, if unset); the process is
 reported missing from then until ``FORGET_AFTER_TTLS`` of its TTLs have passed, then it is gone for good (renamed,
 scaled away, its host retired) and forgotten, or the set would name it forever. After a Redis outage that let every
-heartbeat expire, the clock starts when a reader first looks again: nothing is forgotten at once.
+heartbeat expire, the clock starts when a reader first looks again: nothing is forgotten at once. On a Redis Cluster
+TIME is one node's: its skew against the others' is seconds, against at least 6 minutes (120 TTLs of 3 s) to forget.
 """
 
 from __future__ import annotations
@@ -79,7 +83,8 @@ async def missing_or_forget(client: Any, registry_key: str, missing: dict[str, t
     when the hash is gone), forget those missing for ``FORGET_AFTER_TTLS`` of their TTLs and return the
     others: name -> ms since a reader first saw them missing (0 for one seen now, whose time is written). A member
     without stats was forgotten by another reader since this one read the set (every writer writes its stats before
-    joining): its name is taken out again, nothing is written. ``keep_stats``: forgetting leaves the stats hash (an
+    joining; on a Redis Cluster, not in order: it may be a new one, back at its next beat): its name is taken out
+    again, nothing is written. ``keep_stats``: forgetting leaves the stats hash (an
     engine's counters), only the registry's fields are removed (a reader racing that forget may leave its time there:
     not a counter, and removed at the name's next beat). A process is forgotten only if its stats still say it is
     missing since the time read: one that beat since stays. Nothing is written, nor the time asked, while every

@@ -506,7 +506,8 @@ class Engine:
         async with self.client.pipeline(transaction=False) as pipe:
             self._queue_metrics(pipe)
             pipe.hset(engine_metrics_key(name, prefix), mapping={"shards_held": len(self.leases.held)})
-            # Its counters before its name: a member without them was forgotten (storage.process_registry).
+            # Its counters before its name: a member without them was forgotten (storage.process_registry; not in
+            # order on a Redis Cluster: such a member is taken out and back at its next beat).
             queue_beat_fields(pipe, engine_metrics_key(name, prefix), self.heartbeat_ttl_ms)
             if alive:
                 pipe.set(engine_heartbeat_key(name, prefix), json.dumps(beat), px=self.heartbeat_ttl_ms)
