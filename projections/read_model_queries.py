@@ -271,7 +271,8 @@ class ReadModels:
             heartbeats.append(beat)
         # A projector that stopped beating (a crash, a stuck host) is reported missing until it has been gone long
         # enough to be forgotten (storage.process_registry); one stopped cleanly took itself out of the set.
-        missing_ms = await missing_or_forget(self.client, projectors_key(prefix), missing, HEARTBEAT_TTL_MS)
+        missing_ms = await missing_or_forget(self.client, projectors_key(prefix), missing, HEARTBEAT_TTL_MS,
+                                             now_ms=now_ms)
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(self.shard_count):
                 pipe.get(self.keys.checkpoint(shard))

@@ -78,23 +78,24 @@ def _field(stats: dict, name: str) -> int | None:
 
 
 async def missing_or_forget(client: Any, registry_key: str, missing: dict[str, tuple[str, dict | None]],
-                            default_ttl_ms: int, keep_stats: bool = False) -> dict[str, int]:
+                            default_ttl_ms: int, keep_stats: bool = False, now_ms: int | None = None) -> dict[str, int]:
     """Of the registered processes whose heartbeat key has expired (name -> its stats key and its stats as read, None
     when the hash is gone), forget those missing for ``FORGET_AFTER_TTLS`` of their TTLs and return the
     others: name -> ms since a reader first saw them missing (0 for one seen now, whose time is written). A member
     without stats was forgotten by another reader since this one read the set (every writer writes its stats before
     joining; on a Redis Cluster, not in order: it may be a new one, back at its next beat): its name is taken out
-    again, nothing is written. ``keep_stats``: forgetting leaves the stats hash (an
-    engine's counters), only the registry's fields are removed (a reader racing that forget may leave its time there:
-    not a counter, and removed at the name's next beat). A process is forgotten only if its stats still say it is
-    missing since the time read: one that beat since stays. Nothing is written, nor the time asked, while every
-    registered process beats. The writes are best effort: a Redis refusing them (at maxmemory with noeviction, PING
-    still answered) leaves the registry as it was, and the answer is the same."""
+    again, nothing is written. ``keep_stats``: forgetting leaves the stats hash (an engine's counters), only the
+    registry's fields are removed (a reader racing that forget may leave its time there: not a counter, and removed at
+    the name's next beat). A process is forgotten only if its stats still say it is missing since the time read: one
+    that beat since stays. ``now_ms``: Redis' TIME, when the caller has just asked it. Nothing is written, nor the
+    time asked, while every registered process beats. The writes are best effort: a Redis refusing them (at maxmemory
+    with noeviction, PING still answered) leaves the registry as it was, and the answer is the same."""
     if not missing:
         return {}
-    # TIME on its own: a Redis Cluster pipeline refuses it.
-    seconds, micros = await client.time()
-    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    if now_ms is None:
+        # TIME on its own: a Redis Cluster pipeline refuses it.
+        seconds, micros = await client.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
     kept: dict[str, int] = {}
     first_seen: list[str] = []
     gone: list[tuple[str, str | None, Any]] = []
