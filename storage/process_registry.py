@@ -19,11 +19,11 @@ TIME is one node's: its skew against the others' is seconds, against at least 6 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-import structlog
-
-log = structlog.get_logger("almanac.registry")
+# The standard library's logger: storage imports no logging library (the processes route it to their own log).
+log = logging.getLogger("almanac.registry")
 
 # 120 TTLs: 10 minutes for a projector (5 s), 30 for an archiver (15 s) and for an engine (3 leases, at least 3 s).
 # Far longer than a restart or a Redis failover (an operator sees the process missing all that while), short enough
@@ -138,7 +138,7 @@ async def _best_effort(pipe: Any, registry_key: str) -> list:
     replies = await pipe.execute(raise_on_error=False)
     errors = [reply for reply in replies if isinstance(reply, Exception)]
     if errors:
-        log.warning("registry_write_failed", registry=registry_key, failed=len(errors), error=str(errors[0]))
+        log.warning("registry_write_failed registry=%s failed=%d error=%s", registry_key, len(errors), errors[0])
     return replies
 
 

@@ -168,11 +168,12 @@ class Stack:
 
 
 @contextlib.contextmanager
-def engine_and_projector(redis_url: str, data_dir: Path) -> Iterator[Stack]:
-    """An emptied Redis with an engine and a projector process on it, ready (the gateway tests' module stack);
-    stopped afterwards."""
+def engine_and_projector(redis_url: str, data_dir: Path, env: dict[str, str] | None = None) -> Iterator[Stack]:
+    """An emptied Redis with an engine and a projector process on it, ready (the gateway tests' module stack),
+    ``env`` on top of the stack's environment; stopped afterwards."""
     redis.Redis.from_url(redis_url).flushdb()
     running = Stack(redis_url, data_dir)
+    running.env.update(env or {})
     try:
         running.start("engine")
         running.start("projector")

@@ -1,9 +1,12 @@
-"""Bring your own game: the dice duel in examples/dice-duel, pip-installed into this environment, played end
-to end through the real engine and projector processes and the gateway, with no line of the core naming it."""
+"""Bring your own game: the dice duel in examples/dice-duel, pip-installed (into a folder of its own on the path of
+this module's processes, not into the shared environment: the suite's other workers start gateways meanwhile, which
+would host it too), played end to end through the real engine and projector processes and the gateway, with no line
+of the core naming it."""
 
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import subprocess
 import sys
@@ -31,18 +34,24 @@ def pip(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The plugin installed like any package (non-editable, offline: no index, no build isolation), removed after."""
-    source = tmp_path_factory.mktemp("plugin") / "dice-duel"
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The plugin installed like any package (non-editable, offline: no index, no build isolation) into a folder
+    put on this process's path (and given to the module's processes as PYTHONPATH); taken off after."""
+    folder = tmp_path_factory.mktemp("plugin")
+    source, site = folder / "dice-duel", folder / "site"
     shutil.copytree(PLUGIN, source)  # the build writes into its source tree: keep the repository clean
-    result = pip("install", "--no-deps", "--no-build-isolation", "--no-index", "--force-reinstall", str(source))
+    result = pip("install", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(site), str(source))
     assert result.returncode == 0, result.stderr
+    dist_info = list(site.glob(DISTRIBUTION.replace("-", "_") + "-*.dist-info"))
+    assert (site / "dice_duel").is_dir() and dist_info, list(site.iterdir())
+    sys.path.insert(0, str(site))
     importlib.invalidate_caches()
     registry.refresh()
     try:
-        yield
+        yield site
     finally:
-        pip("uninstall", "-y", DISTRIBUTION)
+        sys.path.remove(str(site))
+        importlib.invalidate_caches()
         registry.unregister("dice_duel")
         codec.forget_rule_sets()
         registry.refresh()
@@ -51,9 +60,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def stack(installed: None, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """Engine and projector processes started after the install: they find the game by its entry point."""
-    with engine_and_projector(redis_url, tmp_path_factory.mktemp("plugin-stack")) as running:
+def stack(installed: Path, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """Engine and projector processes started after the install, with its folder on their path: they find the game
+    by its entry point."""
+    path = os.pathsep.join(filter(None, [str(installed), os.environ.get("PYTHONPATH", "")]))
+    with engine_and_projector(redis_url, tmp_path_factory.mktemp("plugin-stack"), {"PYTHONPATH": path}) as running:
         yield running
 
 
