@@ -34,6 +34,7 @@ from almanac.storage.keys import (
 )
 from almanac.storage.process_registry import (
     REGISTRY_FIELDS,
+    TTL_FIELD,
     missing_or_forget,
     read_registry_fields,
     registry_fields_of,
@@ -49,21 +50,27 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
     ready (see ``health``), and the registered ones missing their heartbeat."""
     names = sorted(n.decode() for n in await gw.client.smembers(engines_key()))
     # One GET per engine in a pipeline, not MGET: on a Redis Cluster the heartbeat keys live in different slots.
-    # Beside each, the registry's fields of its counters: read only for an engine whose heartbeat expired.
+    # Beside each, how long it has left to live, and the registry's fields of its counters (how long a beat lives).
     async with gw.client.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.get(engine_heartbeat_key(name))
+            pipe.pttl(engine_heartbeat_key(name))
             read_registry_fields(pipe, engine_metrics_key(name))
         found = await pipe.execute()
-    now_ms = time.time() * 1000
+    default_ttl_ms = engine_heartbeat_ttl_ms(gw.settings.lease_ms)
     engines = []
     missing = {}
-    for name, raw, fields, exists in zip(names, found[::3], found[1::3], found[2::3], strict=True):
+    for name, raw, left_ms, fields, exists in zip(names, found[::4], found[1::4], found[2::4], found[3::4], strict=True):
+        registry = registry_fields_of(fields, exists)
         if raw is None:  # registered, but its heartbeat expired: that engine died (a clean stop leaves the set)
-            missing[name] = (engine_metrics_key(name), registry_fields_of(fields, exists))
+            missing[name] = (engine_metrics_key(name), registry)
             continue
         beat = json.loads(raw)
-        beat["age_s"] = round(max(0.0, now_ms - beat.get("time_ms", 0)) / 1000, 3)
+        # The heartbeat's age on Redis' clock alone (the life it was written with, less what is left of it), as the
+        # registry counts: the engine's ``time_ms`` is its host's clock, and a host behind this gateway's by more
+        # than STALE_AFTER_S made a live engine look stale (and the gateway not ready) for good.
+        ttl_ms = int((registry or {}).get(TTL_FIELD, default_ttl_ms))
+        beat["age_s"] = round(max(0, ttl_ms - left_ms) / 1000, 3) if left_ms >= 0 else 0.0
         # Ready: a consume round completed after the engine's own last Redis failure and after the last
         # outage this gateway saw (a heartbeat written before the outage, or while the engine is still in
         # its back-off, does not count).
@@ -90,7 +97,7 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
     # restart) hold them, commands are decided as before. Forgetting one keeps its counters (they count since the
     # name first ran, as a clean stop keeps them).
     missing_ms = await missing_or_forget(gw.client, engines_key(), missing,
-                                         engine_heartbeat_ttl_ms(gw.settings.lease_ms), keep_stats=True)
+                                         default_ttl_ms, keep_stats=True)
     return {"ok": ok, "ready": not reasons, "reasons": reasons, "engines": engines, "shards_held": len(held),
             "shard_count": gw.settings.shard_count, "store_outage_ms": gw.store_outage_ms,
             "missing": [{"name": name, "missing_ms": ms} for name, ms in sorted(missing_ms.items())]}

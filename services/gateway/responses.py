@@ -445,7 +445,7 @@ class EngineBeat(_Body, kw_only=True):
     time_ms: int
     consumed_ms: int  # the end of its last completed consume round (epoch ms)
     redis_error_ms: int  # its last Redis failure (epoch ms; 0: none)
-    age_s: float
+    age_s: float  # since its heartbeat was written, by Redis' clock (its life less what is left of it)
     ready: bool
 
 

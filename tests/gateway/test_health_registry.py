@@ -11,6 +11,7 @@ its last beat, which a Redis outage makes old for every process at once."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from almanac.services.settings import load_settings
 from almanac.storage.keys import (
     archiver_stats_key,
     archivers_key,
+    engine_heartbeat_key,
     engine_metrics_key,
     engines_key,
     projector_stats_key,
@@ -411,6 +413,27 @@ def test_an_engine_missing_far_longer_than_its_heartbeat_lives_is_forgotten_its_
     # fields alone removed
     counters = client.hgetall(engine_metrics_key("old-host"))
     assert b"shards_held" in counters and not {field.encode() for field in REGISTRY_FIELDS} & set(counters)
+
+
+def test_an_engine_whose_host_clock_runs_a_minute_behind_is_live_not_stale(
+        redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
+    # Given engine "behind", whose last beat (living a minute) was written a moment ago by a host whose clock runs
+    # 60 s behind this gateway's, after a round it completed: every time in it is a minute early
+    asyncio.run(engine_registered(redis_url, "behind", heartbeat_ttl_ms=LIVE_TTL_MS, dies=True))
+    written = json.loads(client.get(engine_heartbeat_key("behind")))
+    written["consumed_ms"] = written["time_ms"]
+    written.update({field: written[field] - 60_000 for field in ("time_ms", "started_at_ms", "consumed_ms")})
+    client.set(engine_heartbeat_key("behind"), json.dumps(written), keepttl=True)
+    asyncio.run(beat(redis_url, "a", LIVE_TTL_MS))
+
+    # When /health is asked of a gateway whose own engine holds every shard
+    health = ready_health(redis_url, tmp_path)
+
+    # Then its heartbeat's age is what Redis counts since it was written (under a second), not a minute, and the
+    # gateway is ready with nothing stale
+    behind = next(engine for engine in health["engine"]["engines"] if engine["name"] == "behind")
+    assert behind["age_s"] < 5, behind
+    assert health["engine"]["ok"] is True and health["status"] == "ok" and health["reasons"] == [], health
 
 
 def test_an_engine_stopped_cleanly_leaves_the_set(redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
