@@ -271,8 +271,14 @@ _ARCHIVER_METRICS = (
 async def _scrape_archivers(gw: Gateway, auditor: bool) -> list[str]:
     prefix = gw.store.keys.prefix
     names = sorted(n.decode() for n in await gw.client.smembers(archivers_key(prefix)))
-    alive = [n for n in names if await gw.client.exists(archiver_heartbeat_key(n, prefix))]
-    stats = {name: await gw.client.hgetall(archiver_stats_key(name, prefix)) for name in names}
+    # One round trip for every archiver (a pipeline, not one call after another; on a Cluster the keys' slots differ).
+    async with gw.client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.exists(archiver_heartbeat_key(name, prefix))
+            pipe.hgetall(archiver_stats_key(name, prefix))
+        found = await pipe.execute()
+    alive = [name for name, beating in zip(names, found[::2], strict=True) if beating]
+    stats = dict(zip(names, found[1::2], strict=True))
     # An archiver gone for good (storage.process_registry) is forgotten: its figures are no longer shown.
     missing = {n: (archiver_stats_key(n, prefix), stats[n] or None) for n in names if n not in alive}
     kept = await missing_or_forget(gw.client, archivers_key(prefix), missing, ARCHIVER_HEARTBEAT_TTL_S * 1000)
