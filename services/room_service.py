@@ -218,6 +218,13 @@ class RoomService:
                     return await self._replayed(record, result.outcome)
                 return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict(),
                                record=refused)
+            if unsaved is not None and not archived:
+                # The read of the seed for its server nonce met the room archived (a cached state, moved since): as
+                # if the load had. Appended, the join would land without its nonce on a room brought back meanwhile.
+                archived = True
+                if bring_back:
+                    self.forget(record.room)  # moved again since its trip back (above): load again, a try used up
+                    continue
             if not bring_back and archived:
                 # Accepted: bring the room back, then decide again against the room in Redis (from the original
                 # record: that pass saves the server's nonce). The trip is not a conflict: it uses up no try.
@@ -572,8 +579,9 @@ class RoomService:
         of a scheme-2 or 3 room without a nonce gets the server's (``events.dice.server_nonce``, derived
         from the seed), kept beside the seed, and says so (``nonce_by_server``). Written into the record, a
         re-decision (verify, bundles, forks) decides exactly the same without knowing this rule. Without
-        ``save`` (a room read from the archive) the nonce is not written: a refused join leaves nothing of
-        the room in Redis, and an accepted one is completed again once the room is back (the same nonce).
+        ``save`` (a room read from the archive), or when the seed's read is what meets the room archived, the nonce
+        is not written: a refused join leaves nothing of the room in Redis, and an accepted one is completed again
+        once the room is back (the same nonce).
         """
         body = record.body
         kind = body.get("kind")
@@ -582,7 +590,9 @@ class RoomService:
         if (kind == "join_room" and state is not None and state.dice_scheme in NONCE_SCHEMES
                 and body.get("nonce_commitment") is None and record.player not in state.players):
             nonce = server_nonce(await self._seed_for(state, record), record.player)
-            if save:
+            # That read of the seed may be the one that met the room archived (a cached state, moved since): then
+            # the nonce stays unwritten, as for a room known to be read from the archive.
+            if save and not self._met_idle(record.room):
                 commitment, unsaved = await self.store.save_nonce(record.room, nonce), None
             else:
                 commitment = nonce_commitment(nonce)

@@ -563,6 +563,62 @@ async def test_a_refused_join_decided_after_a_batch_met_its_cached_room_archived
     assert not await redis_client.exists(store.keys.nonces(room), store.keys.version(room), store.keys.events(room))
 
 
+async def test_a_refused_join_whose_own_seed_read_met_its_cached_room_archived_writes_no_nonce(redis_client,
+                                                                                             tmp_path) -> None:
+    """Given a room the engine holds in its cache and that the archiver has since moved idle, when a batch's first
+    command of the room is carol's join without a nonce (she has no seat), then the read of the seed for her server
+    nonce is the one that meets the archive: the nonce is left unwritten, her join is refused against the archived
+    state, and nothing of the room is in Redis (the batch decided whether to save the nonce before that read, and
+    saved it into an archived room)."""
+    url = file_archive_url(tmp_path)
+    room = "idle-cached-refused-first-join"
+    engine, pointer = await cached_room_archived_since(redis_client, url, room)
+    trips: list[float] = []
+    engine.on_restore = trips.append
+    records = batch_of(room, ("join-c", "carol", {"kind": "join_room"}))
+    results = await engine.handle_many(records)
+    results = [result if result is not None else await engine.handle(record)
+               for result, record in zip(results, records, strict=True)]
+    assert [result.accepted for result in results] == [False]
+    assert results[0].error["code"] == "no_seat", results[0].error
+    assert trips == []
+    store = archiving_store(redis_client, url)
+    assert (await store.pointer(room)).digest == pointer.digest
+    assert not await redis_client.exists(store.keys.nonces(room), store.keys.version(room), store.keys.events(room))
+
+
+async def test_a_join_whose_seed_read_meets_the_room_archived_since_its_load_brings_it_back_first(redis_client,
+                                                                                                  tmp_path) -> None:
+    """Given a room in Redis, when dave's join without a nonce (his seat is open) is handled and the archiver moves
+    the room idle between the engine's load of it and its read of the seed for his server nonce, then that read meets
+    the archive, the nonce is not written into the archived room, and the room is brought back before the join is
+    appended, with his nonce kept beside the seed: no append tried on the archived room (a version conflict, before)."""
+    url = file_archive_url(tmp_path)
+    room = "idle-join-seed-read"
+    store = archiving_store(redis_client, url)
+    await seated_nonce_room(store, room, ["alice", "bob", "dave"])
+    engine_store = archiving_store(redis_client, url)
+    load_seed = engine_store.load_seed
+    archived: list[str] = []
+
+    async def load_seed_after_the_archiver_moved_it(name: str) -> bytes | None:
+        if not archived:  # the archiver's pass, between the engine's load and this read
+            archived.append((await archive_room(store, name, reason="idle")).status)
+        return await load_seed(name)
+
+    engine_store.load_seed = load_seed_after_the_archiver_moved_it
+    engine = RoomService(engine_store)
+    trips: list[float] = []
+    engine.on_restore = trips.append
+    joined = await engine.handle(batch_of(room, ("join-d", "dave", {"kind": "join_room"}))[0])
+    assert archived == ["archived"]
+    assert joined.accepted, joined.error
+    assert len(trips) == 1 and engine.conflicts == 0
+    commitment = codec.decode_event(joined.envelopes[-1]).nonce_commitment
+    assert commitment in await archiving_store(redis_client, url).load_nonces(room)
+    assert (await verify_room(archiving_store(redis_client, url), room)).ok
+
+
 async def test_a_join_decided_after_a_batch_met_its_cached_room_archived_waits_for_the_room_back(redis_client,
                                                                                                 tmp_path) -> None:
     """Given a room the engine holds in its cache and that the archiver has since moved idle, when a batch decides a
