@@ -1,6 +1,7 @@
 // How the Almanac console draws a sectors version: the colony grid with people and buildings.
 // Loaded by the console from the sectors manifest's console_picture; `html` is the console's htm binding.
-// The grid takes the panel's width (no fixed cell size), so a colony of any width fits the page.
+// The grid takes the panel's width (no fixed cell size), so a colony of any width fits the page; building names are
+// shown in words ("lumber camp"), which a narrow cell wraps between.
 export default function SectorsPicture({ picture, before, html }) {
   const grid = picture.grid || [];
   const old = (r, c) => before && before.grid && before.grid[r] && JSON.stringify(before.grid[r][c]);
@@ -11,7 +12,7 @@ export default function SectorsPicture({ picture, before, html }) {
         class=${`cell sector ${cell.explored ? "" : "unexplored"} ${before && old(r, c) !== JSON.stringify(cell) ? "changed" : ""}`}
         aria-label=${`sector ${r},${c}: ${cell.explored ? cell.type : "unexplored"}`}>
       ${cell.explored ? html`<strong>${cell.type}</strong><span>pop ${cell.population}${cell.population_cap == null ? "" : `/${cell.population_cap}`}</span>
-        <span>${(cell.buildings || []).join(", ") || "–"}</span>` : html`<span class="muted">?</span>`}
+        <span>${(cell.buildings || []).map((name) => name.replaceAll("_", " ")).join(", ") || "–"}</span>` : html`<span class="muted">?</span>`}
     </div>`))}</div>
     <p class="muted">${picture.season} of year ${picture.year}; stock ${stock || "none"}</p>
     <ul class="legend" aria-label="legend">

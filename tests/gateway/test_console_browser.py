@@ -585,6 +585,32 @@ def test_every_game_picture_has_a_legend_and_fits_a_1280_px_page(browser, base_u
         context.close()
 
 
+def test_a_sectors_building_is_named_in_words_that_wrap_between_them(browser, base_url: str, auditor: str,
+                                                                      shots: Path) -> None:
+    # Given a sectors colony with a lumber camp built in its first sector (row 3, column 3 of the 8x8 grid)
+    created = httpx.post(f"{base_url}/rooms", json={"ruleset": "sectors", "player": f"ann-{secrets.token_hex(2)}"})
+    room, token = created.json()["room"], created.json()["token"]
+    built = httpx.post(f"{base_url}/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                       json={"command": {"kind": "build", "row": 3, "column": 3, "building": "lumber_camp"}})
+    assert built.status_code == 200, built.text
+    # When the auditor opens it in a 1280 px wide window
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base_url)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        page.goto(f"/#/room/{room}")
+        sign_in_as_auditor(page, auditor)
+        panel = page.get_by_role("region", name="State at version")
+        panel.locator("[role=grid]").first.wait_for()
+        page.screenshot(path=shots / "18-picture-sectors-built.png", full_page=True)
+        cell = panel.locator('[aria-label^="sector 3,3:"]')  # its type is drawn from the seed
+        # Then the building is named in words ("lumber camp"), which a narrow cell wraps between, not inside one
+        # ("lumber_cam" / "p": an identifier has no place to break but anywhere)
+        assert "lumber camp" in cell.inner_text() and "_" not in cell.inner_text(), cell.inner_text()
+    finally:
+        context.close()
+
+
 def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browser, base_url: str, shots: Path) -> None:
     # Given a realm room alice created, and bob joining it in the console
     room, alice, bob, alices_token = realm_room_waiting_for_bob(base_url)
