@@ -46,7 +46,6 @@ from almanac.bench.redis_cluster import ClusterDown, ReplicatedCluster
 from almanac.services import bootstrap
 from almanac.services.forensics.verify import verify_room
 from almanac.services.gateway.gateway import internal_command_id
-from almanac.services.redis_client import connect
 from almanac.services.settings import Settings
 from almanac.services.supervisor import Stack
 from almanac.storage.keys import DEFAULT_PREFIX, Keys
@@ -154,7 +153,7 @@ def _stall(times: list[float], start: float, end: float, down: ClusterDown) -> t
 async def _check_log(settings: Settings, load: Load) -> tuple[int, int, int]:
     """Acknowledged commands missing from the log, acknowledged commands in it more than once, rooms that do not
     verify. Read as the stack reads them: the rooms played to their end a minute ago are in the archive by now."""
-    client = connect(settings.redis_url, cluster=True)
+    client = bootstrap.redis_client(settings, bootstrap.Role.TOOL)
     store = bootstrap.tool_store(client, settings.shard_count, DEFAULT_PREFIX, archive=bootstrap.archive_store(settings))
     try:
         counts: dict[str, int] = defaultdict(int)
@@ -172,9 +171,9 @@ async def _check_log(settings: Settings, load: Load) -> tuple[int, int, int]:
         await client.aclose()
 
 
-async def _pending(url: str, keys: Keys, shards: int) -> dict[int, int]:
+async def _pending(settings: Settings, keys: Keys, shards: int) -> dict[int, int]:
     """Per shard, the entries of its command stream delivered to the engine and not acknowledged (if any)."""
-    client = connect(url, cluster=True)
+    client = bootstrap.redis_client(settings, bootstrap.Role.TOOL)
     try:
         counts = {shard: (await client.xpending(keys.command_stream(shard), "engine"))["pending"]
                   for shard in range(shards)}
@@ -314,12 +313,11 @@ def _failover(cluster: ReplicatedCluster, stack: Stack, settings: Settings, outa
     figures["steady"] = _percentiles(steady)
     figures["statuses"], figures["codes"] = dict(load.statuses), dict(load.codes)
     figures["acked"], figures["rooms"] = len(load.acked), len(load.rooms)
-    url = cluster.url
     figures["lost"], figures["doubled"], figures["unverified"] = asyncio.run(_check_log(settings, load))
     # Entries still pending once the engine has had a few seconds: gone for good, the killed node's shards keep
     # their last commands waiting (unanswered, unwritten) for a replica to confirm them.
     deadline = time.monotonic() + 10
-    while (pending := asyncio.run(_pending(url, keys, shards))) and time.monotonic() < deadline:
+    while (pending := asyncio.run(_pending(settings, keys, shards))) and time.monotonic() < deadline:
         time.sleep(0.5)
     figures["pending"] = pending
     # a child that exited: its code and the end of its log (the stack's folder is deleted after the run)

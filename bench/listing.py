@@ -21,7 +21,6 @@ import zstandard
 from fastapi.testclient import TestClient
 
 from almanac.services import bootstrap
-from almanac.services.embedded_redis import EmbeddedRedis
 from almanac.services.gateway import create_app
 
 PLAYERS = ["ann", "bo", "cy", "di"]
@@ -83,9 +82,8 @@ def main() -> None:
     parser.add_argument("--no-build", action="store_true", help="time the store built by an earlier run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="almanac-bench-listing-") as data_dir:
-        server = None if args.redis_url else EmbeddedRedis(data_dir, persist=False).start()
-        url = args.redis_url or server.url
-        try:
+        given = bootstrap.default_settings(redis_url=args.redis_url, data_dir=data_dir)
+        with bootstrap.scratch_redis_url(given) as url:  # --redis-url, else a throwaway embedded one
             settings = bootstrap.default_settings(redis_url=url, data_dir=data_dir)
             settings = settings.model_copy(update={"engine_shards": "none"})  # reads only: no shard to hold
             if not args.no_build:
@@ -98,9 +96,6 @@ def main() -> None:
                     p50, p90, shown = timed(http, route, args.calls)
                     print(f"GET {route}: first call {first_ms:.1f} ms, then p50 {p50:.1f} ms, p90 {p90:.1f} ms over "
                           f"{args.calls} calls ({shown} rooms an answer); load average {os.getloadavg()[0]:.2f}")
-        finally:
-            if server is not None:
-                server.stop()
 
 
 if __name__ == "__main__":

@@ -184,7 +184,7 @@ def bench_scaling(
 @bench_app.command("errors")
 def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of each kind.")) -> None:
     """What a bad request (400, 404, 422, 500) costs the gateway's event loop, against GET /rulesets."""
-    run_on_redis("errors", count, pass_settings=True)
+    run_on_redis("bad_requests", count, pass_settings=True)
 
 
 @bench_app.command("bots")

@@ -15,7 +15,7 @@ import statistics
 
 import structlog
 
-from almanac.bench.errors import BAD_REQUESTS, call, latency_under_bad_load, running_gateway
+from almanac.bench.bad_requests import BAD_REQUESTS, call, latency_under_bad_load, running_gateway
 from almanac.services.logging import configure_logging
 from almanac.services.settings import load_settings
 

@@ -18,7 +18,11 @@ THE_ROOT = "services/bootstrap.py"
 # What only the root builds: settings (from an environment, or by hand), key names, stores, clients (from a URL, or
 # by hand).
 BUILT_BY_THE_ROOT = {"load_settings", "Settings", "Keys", "RedisEventStore", "ArchivingStore", "RoomLoader", "Redis",
-                     "StrictRedis", "RedisCluster"}
+                     "StrictRedis", "RedisCluster", "EmbeddedRedis"}
+# services.redis_client's client factory, called by name (``connect(...)``) or through its module: the root's
+# ``redis_client`` applies each role's options, a direct call skips them.
+FACTORY = "connect"
+FACTORY_MODULE = "redis_client"
 # ``X.from_url(...)`` builds a client (or its pool) when X is a Redis client or pool class.
 REDIS_CALLEE = re.compile(r"redis|cluster|pool", re.IGNORECASE)
 
@@ -62,6 +66,8 @@ def constructions(path: Path) -> list[tuple[int, str]]:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         if name in BUILT_BY_THE_ROOT:
+            found.append((node.lineno, name))
+        elif name == FACTORY and (isinstance(func, ast.Name) or FACTORY_MODULE in ast.unparse(func.value)):
             found.append((node.lineno, name))
         elif name == "from_url" and REDIS_CALLEE.search(ast.unparse(func.value)):  # type: ignore[union-attr]
             found.append((node.lineno, name))
