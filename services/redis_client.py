@@ -422,38 +422,40 @@ class BoundedPool(aioredis.BlockingConnectionPool):
     redis-py's default pool opens a connection for every concurrent command and keeps it for good: a burst
     (a thousand live feeds, each blocking on its own read) left a thousand Redis clients, and file descriptors
     in both processes, after it ended. A closed connection stays in the pool and reconnects when next taken.
+    Built on the pool's public methods only: it keeps its own record of the connections released and when.
     """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.idle_since: dict[Connection, float] = {}  # the connections released and not taken since: when
 
     async def get_connection(self, command_name: object = None, *keys: object, **options: object) -> Connection:
         try:
-            return await super().get_connection()
+            connection = await super().get_connection()
         except exceptions.ConnectionError as error:
             if isinstance(error.__cause__, asyncio.TimeoutError):  # redis-py's "No connection available."
                 raise PoolExhausted(f"all {self.max_connections} Redis connections of this process stayed busy "
                                     f"for {self.timeout} s") from None
             raise
+        self.idle_since.pop(connection, None)
+        return connection
 
     async def release(self, connection: Connection) -> None:
-        connection.released_at = time.monotonic()  # type: ignore[attr-defined]
+        self.idle_since[connection] = time.monotonic()
         await super().release(connection)
 
     async def close_idle(self, idle_s: float) -> int:
-        """Close the connections unused for ``idle_s`` seconds or more; how many were closed."""
+        """Close the connections unused for ``idle_s`` seconds or more; how many were closed.
+
+        Each closes where it lies in the pool, without a wait (``disconnect(nowait=True)`` runs to its end without
+        yielding to the event loop), so no caller takes one half closed; a closed one reconnects when next taken,
+        and the pool hands out the latest released first, so the long idle ones are the last taken."""
         cutoff = time.monotonic() - idle_s
-        async with self._condition:  # taken out while they close: nobody gets one half closed
-            idle = [c for c in self._available_connections
-                    if c.is_connected and getattr(c, "released_at", cutoff) < cutoff]
-            for connection in idle:
-                self._available_connections.remove(connection)
-                self._in_use_connections.add(connection)
+        idle = [connection for connection, since in self.idle_since.items()
+                if since < cutoff and connection.is_connected]
         for connection in idle:
             with contextlib.suppress(Exception):
-                await connection.disconnect()
-        async with self._condition:
-            for connection in idle:
-                self._in_use_connections.discard(connection)
-                self._available_connections.insert(0, connection)  # last to be taken (the pool is LIFO)
-            self._condition.notify(len(idle))
+                await connection.disconnect(nowait=True)
         return len(idle)
 
 
