@@ -1,4 +1,5 @@
-"""The one private redis-py hook the Cluster client overrides is still the one it was written against."""
+"""The redis-py internals the project still reaches are still the ones it was written against: the Cluster client's MOVED
+hook, and the stream a timed send writes."""
 
 # Given redis-py as installed, when its Cluster node map handles two MOVED redirections to a promoted replica (the
 # second handled after the first had patched the map), then the slot routes to the promoted node and that node is a
@@ -71,3 +72,20 @@ def test_the_private_hook_is_the_one_the_backport_was_written_against() -> None:
     assert "if self._moved_exception:\n            self._update_moved_slots()" in caller
     assert hashlib.sha256(inspect.getsource(hook).encode()).hexdigest() == HOOK_SHA256, (
         f"redis-py {redis.__version__} changed NodesManager._update_moved_slots: check _MovedToItsOwner against it")
+
+
+def test_redis_py_still_sends_a_timed_command_through_a_task_so_the_inline_send_is_still_needed() -> None:
+    # Given redis-py's asyncio Connection as installed: with a socket timeout, its send_packed_command still runs
+    # the write through asyncio.wait_for (a task of its own per send on Python 3.11, 17-21% of a deciding gateway's
+    # samples: docs/capacity.md), and the stream it writes is still the connection's ``_writer``, which
+    # HiredisPackConnection (services/redis_client.py) writes inline instead, as redis-py's own connection classes
+    # do. When either changes (a redis-py that sends without a task, or another stream), this fails: then delete
+    # HiredisPackConnection.send_packed_command, or write it again against the new send.
+    from redis.asyncio.connection import Connection
+
+    from almanac.services.redis_client import HiredisPackConnection
+
+    source = inspect.getsource(Connection.send_packed_command)
+    assert "asyncio.wait_for(" in source and "self._send_packed_command(command)" in source
+    assert "self._writer.writelines(command)" in inspect.getsource(Connection._send_packed_command)
+    assert "self._writer" in inspect.getsource(HiredisPackConnection.send_packed_command)
