@@ -6,81 +6,82 @@ last write and the next XREADGROUP go out together; the write's reply is read at
 published by the script), the read's reply when the next batch is wanted. Any error leaves the
 connection's state unknown (a reply may be unread), so ``reset`` drops it; what the read delivered stays
 pending and is taken over.
-
-Only redis-py's public interface: each line's connections come from a pool of its own (``raw_pool``, the client's
-options without a socket timeout), written with ``send_packed_command`` and read with ``read_response``. Reading the
-connection's stream directly, as the first version did, saved about 2 µs a round trip (docs/capacity.md, stop 44).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import hiredis
 import redis.asyncio as aioredis
 from redis import exceptions
-from redis.asyncio.connection import Connection, ConnectionPool
+from redis._parsers.base import BaseParser
+from redis.asyncio.connection import Connection
 
-
-def raw_pool(client: aioredis.Redis) -> ConnectionPool:
-    """A pool for a raw line's connections: the client's connection class and options (host or socket path, TLS,
-    credentials, database), with no socket timeout. A raw line's caller bounds its own waits (the gateway's line
-    its watchdog, the engine its batches), and a read with a timeout would give up on a line that is merely quiet."""
-    pool = client.connection_pool
-    return ConnectionPool(connection_class=pool.connection_class, **{**pool.connection_kwargs, "socket_timeout": None})
+RAW_READ_SIZE = 65_536
+_INCOMPLETE = object()
 
 
 class RawReplies:
-    """Replies read off one connection taken from a ``raw_pool`` for good (the engine's batch connection, the gateway's
-    pipelined connection), through redis-py's public ``read_response``: hiredis parses them, undecoded.
+    """Replies read straight off one pooled connection's socket with hiredis, for a connection taken out of
+    its pool for good (the engine's batch connection, the gateway's pipelined connection): redis-py never reads it again.
 
-    An error reply is returned, not raised: the exception redis-py raises for it (``NoScriptError``,
-    ``ReadOnlyError``, ...); a closed or failed socket raises ``redis.exceptions.ConnectionError``. No timeout (the
-    pool's connections have none): the caller bounds its wait where it needs one.
+    redis-py's own read (timeout context, parser layers, one coroutine per level) cost about as much as the
+    socket read itself at one command a batch. An error reply is returned, not raised: the exception
+    redis-py raises for it (``NoScriptError``, ``ReadOnlyError``, ...); a closed or failed socket raises
+    ``redis.exceptions.ConnectionError``. No timeout: the caller bounds its wait where it needs one.
     """
 
     def __init__(self, connection: Connection) -> None:
-        self._connection = connection
+        self._stream = connection._reader  # noqa: SLF001 - the connection's own stream, read by nobody else
+        # Its own "more data needed" marker (hiredis's default, False, is also a RESP3 reply); error replies,
+        # nested ones too, built as redis-py builds them.
+        self._parser = hiredis.Reader(notEnoughData=_INCOMPLETE, replyError=BaseParser.parse_error)
 
     async def next(self) -> Any:
-        try:
-            return await self._connection.read_response(disable_decoding=True)
-        except exceptions.ResponseError as error:
-            return error
+        reply = self._parser.gets()
+        while reply is _INCOMPLETE:
+            try:
+                data = await self._stream.read(RAW_READ_SIZE)
+            except OSError as error:
+                raise exceptions.ConnectionError(f"the connection to Redis failed: {error}") from error
+            if not data:
+                raise exceptions.ConnectionError("Redis closed the connection")
+            self._parser.feed(data)
+            reply = self._parser.gets()
+        return reply
 
 
-async def write_packed(connection: Connection, packed: Sequence[bytes]) -> None:
-    """Write commands packed with ``hiredis.pack_command`` on the connection in one write (redis-py's public
-    ``send_packed_command``: a writelines, and a drain that returns at once unless the socket's buffer is full).
-    Never reconnects: a line whose connection closed fails, and its caller takes a fresh one (a reconnect here would
-    leave the replies of what was sent before unread). What a caller may have unanswered is bounded elsewhere (the
-    engine reads each batch's replies before its next send; the gateway's submits by its in-flight limit and the
-    line's timeout)."""
-    if not connection.is_connected:
+def send_raw(connection: Connection, commands: Iterable[tuple]) -> None:
+    """Write ``commands`` on the connection's socket in one write. No drain: what a caller may have unanswered
+    is bounded elsewhere (the engine reads each batch's replies before its next send; the gateway's
+    submits by its in-flight limit and the line's timeout)."""
+    write_raw(connection, b"".join([hiredis.pack_command(command) for command in commands]))
+
+
+def write_raw(connection: Connection, data: bytes) -> None:
+    """Write ``data`` (commands packed with ``hiredis.pack_command``) on the connection's socket in one write."""
+    writer = connection._writer  # noqa: SLF001
+    if writer is None or writer.transport.is_closing():
         raise exceptions.ConnectionError("the connection to Redis is closed")
-    await connection.send_packed_command(list(packed), check_health=False)
-
-
-async def send_raw(connection: Connection, commands: Iterable[tuple]) -> None:
-    """Write ``commands`` on the connection in one write (``write_packed``)."""
-    await write_packed(connection, [hiredis.pack_command(command) for command in commands])
+    writer.write(data)
 
 
 class BatchConnection:
     def __init__(self, client: aioredis.Redis) -> None:
-        self._pool = raw_pool(client)
-        self._connection: Connection | None = None
+        self._client = client
+        self._connection = None
         self._replies: RawReplies | None = None
         # The shards of the read in flight (its reply not yet read), or None.
         self.reading: tuple[int, ...] | None = None
 
     async def send(self, *commands: tuple) -> None:
         if self._connection is None:
-            self._connection = await self._pool.get_connection()
+            self._connection = await self._client.connection_pool.get_connection()
             self._replies = RawReplies(self._connection)
-        await send_raw(self._connection, commands)
+        send_raw(self._connection, commands)
 
     async def reply(self):  # noqa: ANN201 - whatever Redis answered (raises its error reply)
         if self._replies is None:
@@ -97,7 +98,7 @@ class BatchConnection:
             with contextlib.suppress(Exception):
                 await connection.disconnect()
             with contextlib.suppress(Exception):
-                await self._pool.release(connection)
+                await self._client.connection_pool.release(connection)
 
 
 def stream_reply(raw: list | None) -> list:

@@ -9,11 +9,8 @@ Submits in flight together share the socket's writes and reads (pipelining witho
 The calls made in one turn of the event loop go out in ONE write, at the end of the turn: a write is a
 syscall that wakes Redis, the submit's largest cost (py-spy at 500/s: about a fifth of the gateway's time
 under ``PipelinedConnection.call``, ``StreamWriter.write`` most of it), and the requests that arrive together
-(one poll of their sockets) reach their submits in the same turn. The first call of a turn yields once and
-writes what the turn's calls queued meanwhile (it is handed to a task of its own if that call is cancelled).
-Nothing is answered sooner for it: a call still waits for its own reply, so no command is acknowledged before
-Redis has it. Only redis-py's public interface: the connection comes from a pool of the line's own
-(``storage.raw_connection``).
+(one poll of their sockets) reach their submits in the same turn. Nothing is answered sooner for it: a call
+still waits for its own reply, so no command is acknowledged before Redis has it.
 
 Failures end every call in flight, never silently: a lost or closed connection raises
 ``redis.exceptions.ConnectionError``, a Redis silent for ``timeout_s`` while calls wait raises
@@ -36,23 +33,23 @@ import hiredis
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
-from almanac.storage.raw_connection import RawReplies, raw_pool, write_packed
+from almanac.storage.raw_connection import RawReplies, write_raw
 
 
 class PipelinedConnection:
     def __init__(self, client: aioredis.Redis, timeout_s: float) -> None:
-        self._pool = raw_pool(client)  # the client's options (handshake, auth, db), no socket timeout
+        self._client = client
         self._timeout_s = timeout_s
-        self._connection: Any = None  # a redis-py Connection, taken from ``_pool`` for as long as it lasts
+        self._connection: Any = None  # a redis-py Connection, taken from the client's pool (handshake, auth, db)
         self._reader_task: asyncio.Task | None = None
         self._connecting = asyncio.Lock()
         # (future, monotonic send time) of every call sent and not yet answered, oldest first.
         self._waiting: deque[tuple[asyncio.Future, float]] = deque()
         self._watchdog: asyncio.TimerHandle | None = None
         # The commands of this loop turn not yet written (packed, in call order: their futures are the last of
-        # ``_waiting``), and whether a call of this turn is waiting for its end to write them.
+        # ``_waiting``), and the end-of-turn callback that writes them.
         self._unsent: list[bytes] = []
-        self._flushing = False
+        self._flush_handle: asyncio.Handle | None = None
         self.writes = 0  # socket writes made (each carries every command of its loop turn)
         self._closed = False
         self._releasing: set[asyncio.Task] = set()
@@ -67,10 +64,10 @@ class PipelinedConnection:
         future = loop.create_future()
         self._unsent.append(packed)
         self._waiting.append((future, loop.time()))
+        if self._flush_handle is None:
+            self._flush_handle = loop.call_soon(self._flush, connection)
         if self._watchdog is None:
             self._watchdog = loop.call_later(self._timeout_s, self._check_silence)
-        if not self._flushing:
-            await self._flush_at_turn_end()
         return await future
 
     async def call_many(self, commands: list[tuple], raise_on_error: bool = True) -> list[Any]:
@@ -88,12 +85,12 @@ class PipelinedConnection:
         futures = [loop.create_future() for _ in packed]
         self._unsent += packed
         self._waiting.extend([(future, sent) for future in futures])
+        if self._flush_handle is None:
+            self._flush_handle = loop.call_soon(self._flush, connection)
         if self._watchdog is None:
             self._watchdog = loop.call_later(self._timeout_s, self._check_silence)
         replies: list[Any] = []
         try:
-            if not self._flushing:
-                await self._flush_at_turn_end()
             for future in futures:  # replies in order: once the first is in, the rest most often are too
                 try:
                     replies.append(await future)
@@ -109,38 +106,14 @@ class PipelinedConnection:
                     raise reply
         return replies
 
-    async def _flush_at_turn_end(self) -> None:
-        """Yield once, so that this turn's other calls queue their commands, then write them all in one write.
-
-        What is queued belongs to the connection of the moment, and survives a drop unwritten (``_drop``): if the line
-        was dropped meanwhile, this connects again first (failing what is queued if that fails)."""
-        self._flushing = True
-        try:
-            await asyncio.sleep(0)
-        except BaseException:
-            # This call was cancelled: the turn's commands (the others' too) are written all the same.
-            self._flushing = False
-            unsent, self._unsent = self._unsent, []
-            task = asyncio.get_running_loop().create_task(self._flush(self._connection, unsent))
-            self._releasing.add(task)
-            task.add_done_callback(self._releasing.discard)
-            raise
-        self._flushing = False
-        if self._connection is None and self._unsent:
-            try:
-                await self._connect()
-            except Exception as error:  # noqa: BLE001 - each queued call fails with it, this one too
-                self._fail_waiting(error)
-                return
+    def _flush(self, connection: Any) -> None:
+        """Write the turn's commands in one write (a closed socket fails every call in flight, theirs too)."""
+        self._flush_handle = None
         unsent, self._unsent = self._unsent, []
-        await self._flush(self._connection, unsent)
-
-    async def _flush(self, connection: Any, unsent: list[bytes]) -> None:
-        """Write ``unsent`` (queued for ``connection``) in one write (a closed socket fails every call in flight)."""
-        if connection is None or self._connection is not connection or not unsent:
+        if self._connection is not connection or not unsent:
             return  # dropped meanwhile: their calls were failed with the connection
         try:
-            await write_packed(connection, unsent)
+            write_raw(connection, unsent[0] if len(unsent) == 1 else b"".join(unsent))
         except RedisConnectionError as error:
             self._drop(connection, error)
             return
@@ -159,7 +132,7 @@ class PipelinedConnection:
             if self._closed:
                 raise RedisConnectionError("the gateway is stopping")
             if self._connection is None:
-                connection = await self._pool.get_connection()
+                connection = await self._client.connection_pool.get_connection()
                 if self._closed:  # closed while connecting: the connection goes back, unused
                     await self._release(connection)
                     raise RedisConnectionError("the gateway is stopping")
@@ -187,14 +160,6 @@ class PipelinedConnection:
             self._drop(connection, error if isinstance(error, RedisConnectionError)
                        else RedisConnectionError(f"the submit connection failed: {type(error).__name__}: {error}"))
 
-    def _fail_waiting(self, error: Exception) -> None:
-        """Fail every call queued for a connection that could not be opened."""
-        waiting, self._waiting, self._unsent = self._waiting, deque(), []
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-        _fail(waiting, error)
-
     def _check_silence(self) -> None:
         """Drop the connection if the oldest call has waited ``timeout_s``; else look again when it will have."""
         self._watchdog = None
@@ -203,11 +168,8 @@ class PipelinedConnection:
         loop = asyncio.get_running_loop()
         waited = loop.time() - self._waiting[0][1]
         if waited >= self._timeout_s:
-            silence = RedisTimeoutError(f"Redis answered no submit for {waited:.1f} s")
             if self._connection is not None:
-                self._drop(self._connection, silence)
-            else:
-                self._fail_waiting(silence)  # queued for a connection that has not opened in all that time
+                self._drop(self._connection, RedisTimeoutError(f"Redis answered no submit for {waited:.1f} s"))
             return
         self._watchdog = loop.call_later(self._timeout_s - waited, self._check_silence)
 
@@ -222,19 +184,15 @@ class PipelinedConnection:
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
+        if self._flush_handle is not None:  # the turn's commands die with the connection, never written
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        self._unsent = []
         waiting, self._waiting = self._waiting, deque()
-        # The commands queued and not yet written (the last of ``_waiting``: every call queues its command and its
-        # future together) never reached this socket: they wait for the next connection, which their turn's pending
-        # write (``_flush_at_turn_end``) opens. A call arriving just after a socket died mid-write is answered, not
-        # failed for a write it was never part of. A closing line fails them all.
-        if self._closed:
-            self._unsent = []
-        for _ in range(len(self._unsent)):
-            self._waiting.appendleft(waiting.pop())
-        if self._waiting:
-            loop = asyncio.get_running_loop()
-            self._watchdog = loop.call_later(self._timeout_s, self._check_silence)
-        _fail(waiting, error)
+        for future, _ in waiting:
+            if not future.done():
+                future.set_exception(_copy(error))  # each its own: one object would gather every caller's frames
+                future.exception()  # retrieved: a caller that left need not read it
         release = asyncio.get_running_loop().create_task(self._release(connection))
         self._releasing.add(release)
         release.add_done_callback(self._releasing.discard)
@@ -243,15 +201,7 @@ class PipelinedConnection:
         with contextlib.suppress(Exception):
             await connection.disconnect()
         with contextlib.suppress(Exception):
-            await self._pool.release(connection)
-
-
-def _fail(waiting: deque[tuple[asyncio.Future, float]], error: Exception) -> None:
-    """End each call of ``waiting`` not yet answered with a copy of ``error``."""
-    for future, _ in waiting:
-        if not future.done():
-            future.set_exception(_copy(error))  # each its own: one object would gather every caller's frames
-            future.exception()  # retrieved: a caller that left need not read it
+            await self._client.connection_pool.release(connection)
 
 
 def _copy(error: Exception) -> Exception:
