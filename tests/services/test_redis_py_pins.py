@@ -1,5 +1,5 @@
 """The redis-py internals the project still reaches are still the ones it was written against: the Cluster client's MOVED
-hook, and the stream a timed send writes."""
+hook, the stream a timed send writes, and the streams the raw lines read and write."""
 
 # Given redis-py as installed, when its Cluster node map handles two MOVED redirections to a promoted replica (the
 # second handled after the first had patched the map), then the slot routes to the promoted node and that node is a
@@ -89,3 +89,16 @@ def test_redis_py_still_sends_a_timed_command_through_a_task_so_the_inline_send_
     assert "asyncio.wait_for(" in source and "self._send_packed_command(command)" in source
     assert "self._writer.writelines(command)" in inspect.getsource(Connection._send_packed_command)
     assert "self._writer" in inspect.getsource(HiredisPackConnection.send_packed_command)
+
+
+def test_redis_py_still_keeps_a_connections_streams_where_the_raw_lines_read_and_write_them() -> None:
+    # Given redis-py's asyncio Connection as installed: connecting still keeps the socket's asyncio streams as
+    # ``_reader`` and ``_writer``, which storage/raw_connection.py reads and writes directly for the gateway's
+    # pipelined submit line and the engine's batch connection (redis-py's own read cost about as much as the socket
+    # read at one command a batch). Its public send and read were tried instead (stop 44) and not kept: a send that
+    # awaits its drain makes a caller's cancellation close the shared line, and its handshake, without a socket
+    # timeout, hung on a frozen Redis (docs/capacity.md). When the streams move, this fails: rewrite the raw lines.
+    from redis.asyncio.connection import Connection
+
+    source = inspect.getsource(Connection._connect)
+    assert "self._reader = reader" in source and "self._writer = writer" in source
