@@ -448,8 +448,10 @@ class BoundedPool(aioredis.BlockingConnectionPool):
         """Close the connections unused for ``idle_s`` seconds or more; how many were closed.
 
         Each closes where it lies in the pool, without a wait (``disconnect(nowait=True)`` runs to its end without
-        yielding to the event loop), so no caller takes one half closed; a closed one reconnects when next taken,
-        and the pool hands out the latest released first, so the long idle ones are the last taken."""
+        yielding to the event loop); a closed one reconnects when next taken, and the pool hands out the latest
+        released first, so the long idle ones are the last taken. One being handed out at that moment (taken from the
+        pool, its check not yet done: still in the record) is closed under its taker, whose check then connects it
+        again (redis-py's ``ensure_connection``): a reconnect, not a failure."""
         cutoff = time.monotonic() - idle_s
         idle = [connection for connection, since in self.idle_since.items()
                 if since < cutoff and connection.is_connected]

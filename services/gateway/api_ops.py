@@ -70,7 +70,9 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
         # registry counts: the engine's ``time_ms`` is its host's clock, and a host behind this gateway's by more
         # than STALE_AFTER_S made a live engine look stale (and the gateway not ready) for good.
         ttl_ms = int((registry or {}).get(TTL_FIELD, default_ttl_ms))
-        beat["age_s"] = round(max(0, ttl_ms - left_ms) / 1000, 3) if left_ms >= 0 else 0.0
+        # PTTL below 0: the beat expired between the GET and it (-2), or lives without a TTL (-1): as old as a beat
+        # gets, not the freshest.
+        beat["age_s"] = round(max(0, ttl_ms - left_ms if left_ms >= 0 else ttl_ms) / 1000, 3)
         # Ready: a consume round completed after the engine's own last Redis failure and after the last
         # outage this gateway saw (a heartbeat written before the outage, or while the engine is still in
         # its back-off, does not count).
