@@ -590,8 +590,11 @@ class RoomService:
         if (kind == "join_room" and state is not None and state.dice_scheme in NONCE_SCHEMES
                 and body.get("nonce_commitment") is None and record.player not in state.players):
             nonce = server_nonce(await self._seed_for(state, record), record.player)
-            # That read of the seed may be the one that met the room archived (a cached state, moved since): then
-            # the nonce stays unwritten, as for a room known to be read from the archive.
+            if save:
+                # The seed may have come from this engine's cache, and the state too: one read of the store's seed
+                # (a join's, rare) is what meets a room archived since. Then the nonce stays unwritten, as for a room
+                # known to be read from the archive.
+                await self.store.load_seed(record.room)
             if save and not self._met_idle(record.room):
                 commitment, unsaved = await self.store.save_nonce(record.room, nonce), None
             else:

@@ -587,6 +587,32 @@ async def test_a_refused_join_whose_own_seed_read_met_its_cached_room_archived_w
     assert not await redis_client.exists(store.keys.nonces(room), store.keys.version(room), store.keys.events(room))
 
 
+async def test_a_refused_join_of_a_cached_room_whose_seed_is_cached_too_writes_no_nonce(redis_client,
+                                                                                       tmp_path) -> None:
+    """Given a room the engine holds in its cache with its seed (it decided a command that read the seed), and that
+    the archiver has since moved idle, when a batch's first command of the room is carol's join without a nonce (she
+    has no seat), then no read of the engine's caches meets the archive, but the join's own read of the store's seed
+    does: the nonce is left unwritten, her join is refused against the archived state, and nothing of the room is
+    in Redis."""
+    url = file_archive_url(tmp_path)
+    room = "idle-cached-seed-refused-join"
+    store = archiving_store(redis_client, url)
+    await seated_nonce_room(store, room, ["alice", "bob", "dave"])
+    engine = RoomService(archiving_store(redis_client, url))
+    refused = await engine.handle(batch_of(room, REFUSED_MINE)[0])  # reads the seed: cached from here on
+    assert not refused.accepted
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+    pointer = await store.pointer(room)
+    records = batch_of(room, ("join-c", "carol", {"kind": "join_room"}))
+    results = await engine.handle_many(records)
+    results = [result if result is not None else await engine.handle(record)
+               for result, record in zip(results, records, strict=True)]
+    assert [result.accepted for result in results] == [False]
+    assert results[0].error["code"] == "no_seat", results[0].error
+    assert (await store.pointer(room)).digest == pointer.digest
+    assert not await redis_client.exists(store.keys.nonces(room), store.keys.version(room), store.keys.events(room))
+
+
 async def test_a_join_whose_seed_read_meets_the_room_archived_since_its_load_brings_it_back_first(redis_client,
                                                                                                   tmp_path) -> None:
     """Given a room in Redis, when dave's join without a nonce (his seat is open) is handled and the archiver moves
