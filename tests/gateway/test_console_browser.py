@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
@@ -546,6 +549,22 @@ def test_the_timeline_follows_the_version_and_a_drawn_deck_is_one_change(page, b
     page.screenshot(path=shots / "17-timeline-first.png", full_page=True)
 
 
+@contextlib.contextmanager
+def picture_of(browser, base_url: str, auditor: str, room: str) -> Iterator[tuple[Any, Any]]:
+    """``room`` opened by the auditor in a 1280 px wide window, once its picture is drawn: (page, its state panel)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base_url)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        page.goto(f"/#/room/{room}")
+        sign_in_as_auditor(page, auditor)
+        panel = page.get_by_role("region", name="State at version")
+        panel.locator("[role=grid], .city").first.wait_for()
+        yield page, panel
+    finally:
+        context.close()
+
+
 PICTURED = [name for name in registry.installed() if registry.manifest(name).console_picture]
 
 
@@ -557,14 +576,7 @@ def test_every_game_picture_has_a_legend_and_fits_a_1280_px_page(browser, base_u
     options = {"players": players} if ruleset == "realm" else {}
     created = httpx.post(f"{base_url}/rooms", json={"ruleset": ruleset, "player": players[0], "options": options})
     assert created.status_code == 201, created.text
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base_url)
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    try:
-        page.goto(f"/#/room/{created.json()['room']}")
-        sign_in_as_auditor(page, auditor)
-        panel = page.get_by_role("region", name="State at version")
-        panel.locator("[role=grid], .city").first.wait_for()
+    with picture_of(browser, base_url, auditor, created.json()["room"]) as (page, panel):
         page.screenshot(path=shots / f"18-picture-{ruleset}.png", full_page=True)
         # Then nothing in the picture reaches past the page's width, nor the page itself
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280
@@ -581,8 +593,6 @@ def test_every_game_picture_has_a_legend_and_fits_a_1280_px_page(browser, base_u
         # and no number is left half-drawn ("pop 50/" where a sector type has no cap)
         cells = panel.get_by_role("gridcell").all_inner_texts()
         assert [text for text in cells if re.search(r"\d/(\s|$)", text)] == []
-    finally:
-        context.close()
 
 
 def test_a_sectors_building_is_named_in_words_that_wrap_between_them(browser, base_url: str, auditor: str,
@@ -594,21 +604,12 @@ def test_a_sectors_building_is_named_in_words_that_wrap_between_them(browser, ba
                        json={"command": {"kind": "build", "row": 3, "column": 3, "building": "lumber_camp"}})
     assert built.status_code == 200, built.text
     # When the auditor opens it in a 1280 px wide window
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base_url)
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    try:
-        page.goto(f"/#/room/{room}")
-        sign_in_as_auditor(page, auditor)
-        panel = page.get_by_role("region", name="State at version")
-        panel.locator("[role=grid]").first.wait_for()
+    with picture_of(browser, base_url, auditor, room) as (page, panel):
         page.screenshot(path=shots / "18-picture-sectors-built.png", full_page=True)
         cell = panel.locator('[aria-label^="sector 3,3:"]')  # its type is drawn from the seed
         # Then the building is named in words ("lumber camp"), which a narrow cell wraps between, not inside one
         # ("lumber_cam" / "p": an identifier has no place to break but anywhere)
         assert "lumber camp" in cell.inner_text() and "_" not in cell.inner_text(), cell.inner_text()
-    finally:
-        context.close()
 
 
 def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browser, base_url: str, shots: Path) -> None:

@@ -536,7 +536,20 @@ def batch_of(room: str, *commands: tuple[str, str, dict]) -> list[CommandRecord]
             for name, player, body in commands]
 
 
-REFUSED_MINE = ("mine", "bob", {"kind": "mine", "ore": "diamonds"})  # refused; its decision reads the room's seed first
+REFUSED_MINE = ("mine", "bob", {"kind": "mine", "ore": "diamonds"})
+
+async def decided(engine: RoomService, records: list[CommandRecord]) -> list:
+    """The outcomes of ``records`` decided as one batch, those the batch hands back decided by ``handle``."""
+    results = await engine.handle_many(records)
+    return [result if result is not None else await engine.handle(record)
+            for result, record in zip(results, records, strict=True)]
+
+
+async def still_archived_with_nothing_in_redis(redis_client, url: str, room: str, pointer) -> bool:
+    """The room's pointer is the one it was archived with, and Redis holds none of its nonces, version or events."""
+    store = archiving_store(redis_client, url)
+    return ((await store.pointer(room)).digest == pointer.digest
+            and not await redis_client.exists(store.keys.nonces(room), store.keys.version(room), store.keys.events(room)))  # refused; its decision reads the room's seed first
 
 
 async def test_a_refused_join_decided_after_a_batch_met_its_cached_room_archived_writes_no_nonce(redis_client,
@@ -552,15 +565,11 @@ async def test_a_refused_join_decided_after_a_batch_met_its_cached_room_archived
     trips: list[float] = []
     engine.on_restore = trips.append
     records = batch_of(room, REFUSED_MINE, ("join-c", "carol", {"kind": "join_room"}))
-    results = await engine.handle_many(records)
-    results = [result if result is not None else await engine.handle(record)
-               for result, record in zip(results, records, strict=True)]
+    results = await decided(engine, records)
     assert [result.accepted for result in results] == [False, False]
     assert results[1].error["code"] == "no_seat", results[1].error
     assert trips == []
-    store = archiving_store(redis_client, url)
-    assert (await store.pointer(room)).digest == pointer.digest
-    assert not await redis_client.exists(store.keys.nonces(room), store.keys.version(room), store.keys.events(room))
+    assert await still_archived_with_nothing_in_redis(redis_client, url, room, pointer)
 
 
 async def test_a_refused_join_whose_own_seed_read_met_its_cached_room_archived_writes_no_nonce(redis_client,
@@ -576,15 +585,11 @@ async def test_a_refused_join_whose_own_seed_read_met_its_cached_room_archived_w
     trips: list[float] = []
     engine.on_restore = trips.append
     records = batch_of(room, ("join-c", "carol", {"kind": "join_room"}))
-    results = await engine.handle_many(records)
-    results = [result if result is not None else await engine.handle(record)
-               for result, record in zip(results, records, strict=True)]
+    results = await decided(engine, records)
     assert [result.accepted for result in results] == [False]
     assert results[0].error["code"] == "no_seat", results[0].error
     assert trips == []
-    store = archiving_store(redis_client, url)
-    assert (await store.pointer(room)).digest == pointer.digest
-    assert not await redis_client.exists(store.keys.nonces(room), store.keys.version(room), store.keys.events(room))
+    assert await still_archived_with_nothing_in_redis(redis_client, url, room, pointer)
 
 
 async def test_a_refused_join_of_a_cached_room_whose_seed_is_cached_too_writes_no_nonce(redis_client,
@@ -604,13 +609,10 @@ async def test_a_refused_join_of_a_cached_room_whose_seed_is_cached_too_writes_n
     assert (await archive_room(store, room, reason="idle")).status == "archived"
     pointer = await store.pointer(room)
     records = batch_of(room, ("join-c", "carol", {"kind": "join_room"}))
-    results = await engine.handle_many(records)
-    results = [result if result is not None else await engine.handle(record)
-               for result, record in zip(results, records, strict=True)]
+    results = await decided(engine, records)
     assert [result.accepted for result in results] == [False]
     assert results[0].error["code"] == "no_seat", results[0].error
-    assert (await store.pointer(room)).digest == pointer.digest
-    assert not await redis_client.exists(store.keys.nonces(room), store.keys.version(room), store.keys.events(room))
+    assert await still_archived_with_nothing_in_redis(redis_client, url, room, pointer)
 
 
 async def test_a_join_whose_seed_read_meets_the_room_archived_since_its_load_brings_it_back_first(redis_client,
