@@ -30,7 +30,7 @@ from almanac.services.bus import (  # noqa: F401 - re-exported
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.engine.shard_engine import Engine, EngineConfig, NotDecidedHere, engine_config
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
-from almanac.services.gateway.errors import ApiError, json_response, overloaded
+from almanac.services.gateway.errors import ApiError, json_response, overloaded, store_failure
 from almanac.services.gateway.heavy_reads import HeavyReads
 from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.live_hub import LiveHub
@@ -359,14 +359,19 @@ class Gateway:
         """The stored outcome of a command that admission refuses (or a seat's window seen used up refuses), if it
         was decided (by any gateway or engine, before any restart): a resend is answered that outcome, not 503 or
         429 (``api_rooms.run_command``, ``_admitted_command``). One read;
-        None when undecided, when RESEND_LOOKUPS_MAX lookups are already in flight, or when the store fails
-        (the request is refused as overloaded then, as any other)."""
+        None when undecided, or when RESEND_LOOKUPS_MAX lookups are already in flight (the request is refused as
+        any other then). A store that fails the read (a Cluster failing over, a replica that cannot confirm) raises:
+        the request is answered 503 ``store_unavailable``, which says that its outcome could not be read now, not
+        503 ``overloaded``, which says that nothing was done (issue 28, item 18: a decided command's resend during
+        a failover was told it had not been decided)."""
         if self.resend_lookups >= RESEND_LOOKUPS_MAX:
             return None
         self.resend_lookups += 1
         try:
             return await self.store.outcome(room, command_id, self.outcomes.call)
-        except RedisError:
+        except RedisError as error:
+            if store_failure(error):
+                raise
             return None
         finally:
             self.resend_lookups -= 1

@@ -20,6 +20,7 @@ import contextlib
 import json
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,6 +29,7 @@ from gateway_stack import Stack, engine_and_gateway, http_answers, open_board_ro
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import wait_for
 
+from almanac.services.embedded_redis import EmbeddedRedis
 from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.redis_client import connect
 from almanac.storage.redis_store import RedisEventStore
@@ -382,6 +384,43 @@ def test_a_resend_of_a_decided_command_is_answered_its_outcome_while_admission_r
     assert resent.status_code == 200, resent.text
     assert resent.json()["duplicate"] is True and resent.json()["command_id"] == "resent"
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+
+
+def test_a_resend_whose_outcome_the_store_cannot_read_while_admission_refuses_is_told_so_not_overloaded(
+        tmp_path: Path) -> None:
+    """Issue 28, item 18, during a store's failure (a Cluster failing over, a Redis that stopped answering). Given a
+    command answered 202 and decided once the engine went on, when its client resends it while both in-flight slots
+    are held and the store does not answer (its process stopped), then the resend is answered 503
+    ``store_unavailable`` (its outcome could not be read: resend it later), never 503 ``overloaded``, which would tell
+    the client that nothing was done; once the store answers again, the resend gets its stored outcome."""
+    server = EmbeddedRedis(tmp_path / "redis", persist=False).start()
+    (tmp_path / "stack").mkdir()
+    try:
+        with engine_and_gateway(server.url, tmp_path / "stack", **GATEWAY_ENV) as (url, stack):
+            (room, token), *holders = open_board_rooms(url, "unread", MAX_INFLIGHT + 1)
+            engine = stack.processes["engine"]
+            move = {"command": {"kind": "place_element", "row": 5, "column": 5}, "command_id": "unread"}
+
+            async def scenario() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+                async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                    send = _sender(client)
+                    first = await _answered_202_then_decided(send, engine, server.url, room, token, move)
+                    async with _engine_stopped_and_slots_held(send, engine, url, holders, move["command"]) as holding:
+                        server.process.send_signal(signal.SIGSTOP)  # the store stops answering
+                        try:
+                            resent = await send(room, token, move)
+                        finally:
+                            server.process.send_signal(signal.SIGCONT)
+                    await holding
+                    return first, resent, await send(room, token, move)
+
+            first, resent, later = asyncio.run(scenario())
+    finally:
+        server.stop()
+    assert first.status_code == 202, first.text
+    assert resent.status_code == 503 and resent.json()["code"] == "store_unavailable", resent.text
+    assert resent.headers["Retry-After"]
+    assert later.status_code == 200 and later.json()["duplicate"] is True, later.text
 
 
 def test_a_resend_that_waits_for_100_continue_is_answered_its_outcome_as_any_resend(gateway_url,
