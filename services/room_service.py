@@ -37,6 +37,7 @@ from almanac.storage.base import (
     NotAttempted,
     Receipt,
     RejectRequest,
+    RoomArchived,
     StoredOutcome,
     VersionConflict,
 )
@@ -219,8 +220,8 @@ class RoomService:
                 return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict(),
                                record=refused)
             if unsaved is not None and not archived:
-                # The read of the seed for its server nonce met the room archived (a cached state, moved since): as
-                # if the load had. Appended, the join would land without its nonce on a room brought back meanwhile.
+                # Its server nonce's write met the room archived (a cached state, moved since): as if the load had.
+                # Appended, the join would land without its nonce on a room brought back meanwhile.
                 archived = True
                 if bring_back:
                     self.forget(record.room)  # moved again since its trip back (above): load again, a try used up
@@ -579,7 +580,7 @@ class RoomService:
         of a scheme-2 or 3 room without a nonce gets the server's (``events.dice.server_nonce``, derived
         from the seed), kept beside the seed, and says so (``nonce_by_server``). Written into the record, a
         re-decision (verify, bundles, forks) decides exactly the same without knowing this rule. Without
-        ``save`` (a room read from the archive), or when the seed's read is what meets the room archived, the nonce
+        ``save`` (a room read from the archive), or when the store finds the room archived as it writes, the nonce
         is not written: a refused join leaves nothing of the room in Redis, and an accepted one is completed again
         once the room is back (the same nonce).
         """
@@ -590,16 +591,13 @@ class RoomService:
         if (kind == "join_room" and state is not None and state.dice_scheme in NONCE_SCHEMES
                 and body.get("nonce_commitment") is None and record.player not in state.players):
             nonce = server_nonce(await self._seed_for(state, record), record.player)
-            if save:
-                # The seed may have come from this engine's cache, and the state too: one read of the store's seed
-                # (a join's, rare) is what meets a room archived since. Then the nonce stays unwritten, as for a room
-                # known to be read from the archive.
-                await self.store.load_seed(record.room)
+            commitment, unsaved = nonce_commitment(nonce), {nonce_commitment(nonce): nonce}
             if save and not self._met_idle(record.room):
-                commitment, unsaved = await self.store.save_nonce(record.room, nonce), None
-            else:
-                commitment = nonce_commitment(nonce)
-                unsaved = {commitment: nonce}
+                # The state and seed may have come from this engine's caches: the store keeps the nonce only while
+                # the room is in Redis, checked in the same step as the write, so a room archived since is met here
+                # and the nonce stays unwritten, as for a room known to be read from the archive.
+                with contextlib.suppress(RoomArchived):
+                    commitment, unsaved = await self.store.save_nonce(record.room, nonce, beside_idle=False), None
             return msgspec.structs.replace(record, body={**body, "nonce_commitment": commitment,
                                                          "nonce_by_server": True}), unsaved
         return record, None

@@ -47,10 +47,11 @@ from obstore.exceptions import AlreadyExistsError, NotFoundError
 from obstore.store import from_url
 
 from almanac.events import codec
+from almanac.events.dice import nonce_commitment
 from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
 from almanac.events.step import decode_record
-from almanac.storage.base import StoredOutcome
+from almanac.storage.base import RoomArchived, StoredOutcome
 from almanac.storage.redis_store import (
     LOAD_SCRIPT,
     RedisEventStore,
@@ -298,6 +299,17 @@ if pointer then return {-1, pointer} end
 """ + LOAD_SCRIPT
 
 
+# KEYS: 1 the room's pointer bucket, 2 the shard's first-layout pointers, 3 the room's nonces. ARGV: 1 room,
+# 2 commitment, 3 nonce. Keeps the nonce only while the room has no pointer, checked in the same step: a room moved
+# after a caller's read gets nothing of it written. Answers the pointer otherwise (the caller decides).
+SAVE_NONCE_SCRIPT = """
+local pointer = redis.call('HGET', KEYS[1], ARGV[1]) or redis.call('HGET', KEYS[2], ARGV[1])
+if pointer then return pointer end
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+return false
+"""
+
+
 class ArchivedRooms:
     """Decoded objects of archived rooms, newest used kept, fetched and decompressed once each: at most ``size`` of
     them and ``max_bytes`` of their stored envelopes and records (one huge room cannot hold a process' memory)."""
@@ -345,6 +357,7 @@ class ArchivingStore(RedisEventStore):
         self._delete_room = client.register_script(DELETE_SCRIPT)
         self._forget_superseded = client.register_script(FORGET_SUPERSEDED_SCRIPT)
         self._load_or_pointer = client.register_script(LOAD_OR_POINTER_SCRIPT)
+        self._save_nonce = client.register_script(SAVE_NONCE_SCRIPT)
 
     async def pointer(self, room: str) -> Pointer | None:
         known = self._pointers.get(room)
@@ -403,6 +416,23 @@ class ArchivingStore(RedisEventStore):
     def forget_archived(self, room: str) -> None:
         """Forget a room's cached pointer (an operator removed it, e.g. restoring another history in its place)."""
         self._pointers.pop(room, None)
+
+    async def save_nonce(self, room: str, nonce: bytes, beside_idle: bool = True) -> str:
+        """The nonce kept while the room is in Redis, in one step with the check (a room moved since the caller's
+        read is never written into); an archived room: see ``EventStore.save_nonce``."""
+        commitment = nonce_commitment(nonce)
+        keys = self.keys
+        found = await self._save_nonce(keys=[keys.pointer_bucket(room), keys.first_layout_pointers(keys.shard(room)),
+                                             keys.nonces(room)], args=[room, commitment, nonce])
+        if found is None:
+            return commitment
+        pointer = self._met(room, decode_pointer(room, found))
+        if pointer.reason != "idle" or not beside_idle:
+            raise RoomArchived(room, idle=pointer.reason == "idle")
+        # Beside an idle room's archive: the move's delete step keeps it, the room's next trip back merges it, and
+        # ``load_nonces`` reads it with the archived ones meanwhile. (If the room came back since, it is simply in it.)
+        await self.client.hset(keys.nonces(room), commitment, nonce)
+        return commitment
 
     async def archived_object(self, room: str) -> RoomObject | None:
         pointer = await self.pointer(room)

@@ -113,6 +113,16 @@ class NotAttempted(Exception):
         self.room = room
 
 
+class RoomArchived(Exception):
+    """A nonce not kept: the room is in the archive (``save_nonce`` of the archiving store), finished, or idle and
+    the caller asked for a live room only. Nothing was written."""
+
+    def __init__(self, room: str, idle: bool) -> None:
+        super().__init__(f"room {room!r} is archived ({'idle' if idle else 'finished'}); the nonce was not kept")
+        self.room = room
+        self.idle = idle
+
+
 class EventStore(Protocol):
     """Append-only per-room event logs with optimistic concurrency and command-id dedupe."""
 
@@ -177,9 +187,12 @@ class EventStore(Protocol):
     # Optional: keep an imported room or a copy out of every leaderboard (``projections.read_model_queries``).
     # async def mark_unranked(self, room: str) -> None
 
-    async def save_nonce(self, room: str, nonce: bytes) -> str:
+    async def save_nonce(self, room: str, nonce: bytes, beside_idle: bool = True) -> str:
         """Keep a player's secret nonce beside the room's seed, under its commitment (sha256 hex),
-        which it returns. Content-addressed: writing one never changes another player's entry."""
+        which it returns. Content-addressed: writing one never changes another player's entry. A store with an
+        archive tier raises RoomArchived, writing nothing, for a room in the archive: always when it is finished,
+        and when it is idle unless ``beside_idle`` (the nonce is then kept in Redis beside the archived room, for the
+        join that brings it back)."""
 
     async def load_nonces(self, room: str) -> dict[str, bytes]:
         """Every nonce held for the room, by commitment (secret until the room's end reveals them)."""

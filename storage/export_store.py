@@ -348,7 +348,7 @@ class ExportFileStore(WritesInARow):
             self._persist(room)
             return True
 
-    async def save_nonce(self, room: str, nonce: bytes) -> str:
+    async def save_nonce(self, room: str, nonce: bytes, beside_idle: bool = True) -> str:
         commitment = nonce_commitment(nonce)
         async with self._lock:
             self._writable(room).setdefault("nonces", {})[commitment] = nonce.hex()

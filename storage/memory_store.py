@@ -137,7 +137,7 @@ class MemoryEventStore(WritesInARow):
     async def mark_unranked(self, room: str) -> None:
         self.unranked.add(room)
 
-    async def save_nonce(self, room: str, nonce: bytes) -> str:
+    async def save_nonce(self, room: str, nonce: bytes, beside_idle: bool = True) -> str:
         commitment = nonce_commitment(nonce)
         self._nonces.setdefault(room, {})[commitment] = nonce
         return commitment

@@ -1084,7 +1084,7 @@ class RedisEventStore:
         """Keep ``room`` out of every leaderboard (an imported room or a copy: its history was not played here)."""
         await self.client.sadd(self.keys.unranked(self.keys.shard(room)), room)
 
-    async def save_nonce(self, room: str, nonce: bytes) -> str:
+    async def save_nonce(self, room: str, nonce: bytes, beside_idle: bool = True) -> str:
         commitment = nonce_commitment(nonce)
         await self.client.hset(self.keys.nonces(room), commitment, nonce)
         return commitment

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import secrets
@@ -51,7 +52,7 @@ from almanac.services.gateway.schemas import (
 )
 from almanac.services.room_service import CommandRecord, Outcome
 from almanac.storage import seat_keys
-from almanac.storage.base import StoredOutcome
+from almanac.storage.base import RoomArchived, StoredOutcome
 
 router = APIRouter(tags=["rooms"])
 RoomId = Path(pattern=NAME_PATTERN, description="room id")
@@ -635,10 +636,13 @@ def _check_join_signature(room: str | None, player: str, public_key: str | None,
 
 async def _join_command(gw: Gateway, room: str, nonce: str | None, commitment: str | None,
                         public_key: str | None = None) -> dict[str, Any]:
-    """The join command; a nonce is kept beside the room's seed first (never in the command or an event)."""
+    """The join command; a nonce is kept beside the room's seed first (never in the command or an event). A room
+    archived finished keeps nothing (the rules refuse the join: ``room_ended``); beside an idle room's archive the
+    nonce waits for the join that brings the room back."""
     command: dict[str, Any] = {"kind": "join_room"}
     if nonce is not None:
-        await gw.store.save_nonce(room, bytes.fromhex(nonce))
+        with contextlib.suppress(RoomArchived):
+            await gw.store.save_nonce(room, bytes.fromhex(nonce))
         command["nonce_commitment"] = commitment
     if public_key is not None:
         command["public_key"] = public_key

@@ -288,3 +288,25 @@ def test_the_archiver_process_archives_ended_rooms_and_reports_in_metrics(api: T
         archiver.terminate()
         archiver.wait(timeout=10)
         client.close()
+
+
+def test_a_join_with_its_own_nonce_to_a_room_archived_finished_is_refused_and_writes_nothing(api: TestClient, stack,
+                                                                                              auditor: str) -> None:
+    """Given an ended realm room the archiver moved out of Redis, when a newcomer joins it sending their own nonce,
+    then the join is refused ``room_ended`` and nothing of the room is written back into Redis: the gateway used to
+    keep the nonce first, leaving a nonce hash in Redis for an archived room (one per such join, for ever), which hid
+    the archived players' nonces from the engine: the join was answered 503 ``nonce_missing``."""
+    room, alice, bob, tokens, sent = traded_room(api)
+    client = redis.Redis.from_url(stack.redis_url)
+    keys = bootstrap.process_keys(gateway_settings(stack).shard_count)
+    wait_until(lambda: client.zscore(keys.ended_rooms(keys.shard(room)), room), lambda score: score is not None)
+    status, left = asyncio.run(archive_as_the_archiver(stack, room))
+    assert status == "archived" and not client.exists(keys.nonces(room)), left
+
+    joined = api.post(f"/rooms/{room}/join", json={"player": f"carol-{secrets.token_hex(3)}",
+                                                   "nonce": secrets.token_hex(32)})
+
+    assert joined.status_code == 422 and joined.json()["code"] == "room_ended", joined.text
+    assert not client.exists(keys.nonces(room))
+    assert asyncio.run(archive_as_the_archiver(stack, room)) == ("already", left)  # nothing else came back either
+    client.close()

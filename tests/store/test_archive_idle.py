@@ -23,6 +23,7 @@ from almanac.services.clock import Clock, deadline_command_id
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.archive import STEPS, archive_room
+from almanac.storage.base import RoomArchived
 from almanac.storage.restore import restore_room
 
 HOUR_MS = 3_600_000
@@ -701,3 +702,39 @@ async def test_a_command_whose_batch_read_its_cached_room_from_the_archive_as_it
     ended = result if result is not None else await engine.handle(record)
     assert ended.accepted, ended.error
     assert (await verify_room(archiving_store(redis_client, url), room)).ok
+
+
+async def test_a_nonce_is_kept_only_while_its_room_is_in_redis_or_beside_an_idle_archive(redis_client,
+                                                                                      tmp_path) -> None:
+    """Given a room the archiver moved after a caller read it, when the caller keeps a nonce for it, then the store
+    checks the pointer in the same step as the write: beside an idle room's archive the nonce is kept (a player's own,
+    for the join that brings the room back), unless the caller asked for a room in Redis only (the engine's server
+    nonce: RoomArchived, nothing written); for a finished room nothing is ever written (RoomArchived). The check
+    used to be a read before the write, which a move in between slipped through."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    room = "nonce-after-move"
+    await seated_nonce_room(store, room, ["alice", "bob", "carol"])
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+    mover_blind = archiving_store(redis_client, url)  # a process that read the room before the move
+
+    with pytest.raises(RoomArchived) as refused:
+        await mover_blind.save_nonce(room, b"the server's nonce for carol....", beside_idle=False)
+    assert refused.value.idle and not await redis_client.exists(store.keys.nonces(room))
+    assert mover_blind.met_idle(room)  # its engine brings the room back if the rules accept the join
+
+    commitment = await mover_blind.save_nonce(room, b"carol's own nonce, 32 bytes long")
+    assert await redis_client.hkeys(store.keys.nonces(room)) == [commitment.encode()]
+    assert commitment in await store.load_nonces(room) and len(await store.load_nonces(room)) == 3
+
+    await redis_client.delete(store.keys.nonces(room))
+    assert await restore_room(store, await store.pointer(room)) == "ok"
+    ended = await RoomService(store).handle(CommandRecord(command_id=f"{room}-end", room=room, player="alice",
+                                                          server_time_ms=90_000, body={"kind": "end_room"}))
+    assert ended.accepted, ended.error
+    assert (await archive_room(store, room)).status == "archived"
+    for beside_idle in (True, False):
+        with pytest.raises(RoomArchived) as refused:
+            await archiving_store(redis_client, url).save_nonce(room, b"dave's own nonce, 32 bytes long.",
+                                                                beside_idle=beside_idle)
+        assert not refused.value.idle and not await redis_client.exists(store.keys.nonces(room))
