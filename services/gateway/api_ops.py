@@ -57,6 +57,7 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
             pipe.pttl(engine_heartbeat_key(name))
             read_registry_fields(pipe, engine_metrics_key(name))
         found = await pipe.execute()
+    now = int(time.time() * 1000)  # this gateway's clock: only against its own outage's time
     default_ttl_ms = engine_heartbeat_ttl_ms(gw.settings.lease_ms)
     engines = []
     missing = {}
@@ -72,12 +73,17 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
         ttl_ms = int((registry or {}).get(TTL_FIELD, default_ttl_ms))
         # PTTL below 0: the beat expired between the GET and it (-2), or lives without a TTL (-1): as old as a beat
         # gets, not the freshest.
-        beat["age_s"] = round(max(0, ttl_ms - left_ms if left_ms >= 0 else ttl_ms) / 1000, 3)
-        # Ready: a consume round completed after the engine's own last Redis failure and after the last
-        # outage this gateway saw (a heartbeat written before the outage, or while the engine is still in
-        # its back-off, does not count).
+        age_ms = max(0, ttl_ms - left_ms if left_ms >= 0 else ttl_ms)
+        beat["age_s"] = round(age_ms / 1000, 3)
+        # Ready: a consume round completed after the engine's own last Redis failure (both on its clock) and
+        # after the last outage this gateway saw (a heartbeat written before the outage, or while the engine is
+        # still in its back-off, does not count). The second compares how long ago each was, never one host's
+        # clock with another's: the round's age at the beat (the engine's clock) plus the beat's age (Redis'),
+        # against the outage's age on this gateway's clock.
         consumed = beat.get("consumed_ms", 0)
-        beat["ready"] = consumed > max(beat.get("redis_error_ms", 0), gw.store_outage_ms)
+        round_ago_ms = age_ms + max(0, beat.get("time_ms", consumed) - consumed)
+        beat["ready"] = bool(consumed) and consumed > beat.get("redis_error_ms", 0) and (
+            not gw.store_outage_ms or round_ago_ms < now - gw.store_outage_ms)
         engines.append(beat)
     held = sorted({s for e in engines for s in e.get("shards_held", [])})
     ok = bool(engines) and all(e["age_s"] <= STALE_AFTER_S for e in engines)
@@ -88,9 +94,10 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
         if beat["age_s"] > STALE_AFTER_S:
             reasons.append(f"engine {beat['name']}: heartbeat {beat['age_s']} s old")
         elif beat.get("shards_held") and not beat["ready"]:
+            outage = f"{round((now - gw.store_outage_ms) / 1000, 1)} s ago" if gw.store_outage_ms else "never"
             reasons.append(f"engine {beat['name']}: no completed round since the last Redis outage "
-                           f"(engine saw one at {beat.get('redis_error_ms', 0)}, this gateway at "
-                           f"{gw.store_outage_ms}, epoch ms)")
+                           f"(the engine saw one at {beat.get('redis_error_ms', 0)} epoch ms on its clock; this "
+                           f"gateway saw one {outage})")
     if engines and len(held) < gw.settings.shard_count:
         reasons.append(f"{gw.settings.shard_count - len(held)} of {gw.settings.shard_count} shards have no engine")
     # An engine that died is reported missing until it has been gone long enough to be forgotten

@@ -23,6 +23,7 @@ import redis
 import redis.asyncio as aioredis
 from archive_support import archiving_store, file_archive_url
 from fastapi.testclient import TestClient
+from waiting import wait_until
 
 from almanac.projections.projector import Projector
 from almanac.services.archiver import Archiver
@@ -434,6 +435,40 @@ def test_an_engine_whose_host_clock_runs_a_minute_behind_is_live_not_stale(
     behind = next(engine for engine in health["engine"]["engines"] if engine["name"] == "behind")
     assert behind["age_s"] < 5, behind
     assert health["engine"]["ok"] is True and health["status"] == "ok" and health["reasons"] == [], health
+
+
+def test_readiness_after_an_outage_compares_how_long_ago_not_two_hosts_clocks(
+        redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
+    # Given engines "behind" and "ahead" holding a shard, on hosts whose clocks run a minute behind and a minute ahead
+    # of this gateway's, and a gateway that saw Redis fail a moment ago
+    def beats(name: str, skew_ms: int, round_ago_ms: int) -> None:
+        written = json.loads(client.get(engine_heartbeat_key(name)))
+        written["time_ms"] = int(time.time() * 1000) + skew_ms
+        written.update(consumed_ms=written["time_ms"] - round_ago_ms, redis_error_ms=0, shards_held=[0])
+        client.set(engine_heartbeat_key(name), json.dumps(written), px=LIVE_TTL_MS)
+
+    for name, skew_ms in (("behind", -60_000), ("ahead", 60_000)):
+        asyncio.run(engine_registered(redis_url, name, heartbeat_ttl_ms=LIVE_TTL_MS, dies=True))
+        beats(name, skew_ms, 0)
+    asyncio.run(beat(redis_url, "a", LIVE_TTL_MS))
+    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway"))
+    with TestClient(create_app(settings)) as api:
+        assert wait_until(lambda: api.get("/health").status_code, lambda code: code == 200) == 200
+        api.app.state.gateway.note_store_outage()
+        time.sleep(1.0)
+
+        # When "behind" beats after a round it completed just now (after the outage), and "ahead" after a round it
+        # completed 3 s ago (before it), each stamped by its own host's clock
+        beats("behind", -60_000, 0)
+        beats("ahead", 60_000, 3_000)
+        health = api.get("/health").json()
+
+    # Then "behind" is ready and "ahead" is not: each round's age is set against the outage's, where the engine's
+    # epoch ms against the gateway's held "behind" not ready for a minute and let "ahead" through at once
+    ready = {engine["name"]: engine["ready"] for engine in health["engine"]["engines"]}
+    assert ready["behind"] is True and ready["ahead"] is False, health
+    assert any(reason.startswith("engine ahead: no completed round") for reason in health["reasons"]), health
+    assert not any(reason.startswith("engine behind") for reason in health["reasons"]), health
 
 
 def test_an_engine_stopped_cleanly_leaves_the_set(redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
