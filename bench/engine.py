@@ -22,7 +22,7 @@ from almanac.services.settings import Settings
 from almanac.storage.keys import (
     Keys,
     engine_heartbeat_key,
-    engine_metrics_key,
+    engine_stats_key,
     outcome_channel,
     projector_stats_key,
 )
@@ -290,7 +290,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
         await outcomes.stop()
         total = backlog + commands + int(paced_rate * paced_seconds)
         while time.monotonic() < deadline:  # the counters, for the accepted / rejected figures
-            metrics = {k.decode(): int(v) for k, v in (await client.hgetall(engine_metrics_key(ENGINE_NAME, prefix))).items()}
+            metrics = {k.decode(): int(v) for k, v in (await client.hgetall(engine_stats_key(ENGINE_NAME, prefix))).items()}
             if metrics.get("commands", 0) >= total:
                 break
             await asyncio.sleep(0.05)

@@ -35,7 +35,7 @@ from almanac.services.room_service import ROOM_CACHE, BatchPlan, Outcome, RoomSe
 from almanac.services.settings import Settings, parse_shard_selection
 from almanac.storage.base import CommandLimited, Counted, Receipt
 from almanac.storage.command_streams import GROUP, CommandStreams, Entry, command_streams
-from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
+from almanac.storage.keys import engine_heartbeat_key, engine_stats_key, engines_key, legacy_engine_stats_key
 from almanac.storage.loader import RoomLoader
 from almanac.storage.process_registry import queue_beat_fields
 from almanac.storage.redis_errors import INFRASTRUCTURE_ERRORS, redis_failure, refuses_writes, stream_vanished
@@ -104,6 +104,21 @@ def heartbeat_ttl_ms(lease_ms: int) -> int:
     """How long an engine's heartbeat lives (unless its config says): three leases, at least 3 s. /health reads it for
     an engine whose figures do not say (storage.process_registry)."""
     return max(3 * lease_ms, 3000)
+
+
+async def adopt_legacy_stats(client: Any, name: str, prefix: str) -> bool:
+    """Move an engine's counters from where they were kept before (``legacy_engine_stats_key``) to its stats key, once:
+    copied only while the new key does not exist (a start cut short after the copy finds it there and only deletes
+    the old), so no count is added twice. Whether there was anything to adopt."""
+    legacy = legacy_engine_stats_key(name, prefix)
+    held = await client.hgetall(legacy)
+    if not held:
+        return False
+    stats = engine_stats_key(name, prefix)
+    if not await client.exists(stats):
+        await client.hset(stats, mapping=held)
+    await client.delete(legacy)
+    return True
 
 
 class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -245,6 +260,8 @@ class Engine:
             return
         if self.config.durability == "replica":
             await require_replica(self.client)
+        with contextlib.suppress(*INFRASTRUCTURE_ERRORS):  # Redis away: adopted at a later start
+            await adopt_legacy_stats(self.client, self.config.name, self.config.prefix)
         self.log.info("engine.start", shards=self.config.shards, lease_ms=self.config.lease_ms,
                       batch_size=self.config.batch_size, pid=os.getpid())
         self._tasks = [
@@ -505,10 +522,10 @@ class Engine:
         prefix = self.config.prefix
         async with self.client.pipeline(transaction=False) as pipe:
             self._queue_metrics(pipe)
-            pipe.hset(engine_metrics_key(name, prefix), mapping={"shards_held": len(self.leases.held)})
+            pipe.hset(engine_stats_key(name, prefix), mapping={"shards_held": len(self.leases.held)})
             # Its counters before its name: a member without them was forgotten (storage.process_registry; not in
             # order on a Redis Cluster: such a member is taken out and back at its next beat).
-            queue_beat_fields(pipe, engine_metrics_key(name, prefix), self.heartbeat_ttl_ms)
+            queue_beat_fields(pipe, engine_stats_key(name, prefix), self.heartbeat_ttl_ms)
             if alive:
                 pipe.set(engine_heartbeat_key(name, prefix), json.dumps(beat), px=self.heartbeat_ttl_ms)
                 pipe.sadd(engines_key(prefix), name)
@@ -532,7 +549,7 @@ class Engine:
         if unsaved != self._unsaved_seen:
             self.metrics.count("snapshot_failures", unsaved - self._unsaved_seen)
             self._unsaved_seen = unsaved
-        key = engine_metrics_key(self.config.name, self.config.prefix)
+        key = engine_stats_key(self.config.name, self.config.prefix)
         for field, amount in self.metrics.pending_deltas().items():
             pipe.hincrby(key, field, amount)
 

@@ -23,7 +23,7 @@ from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.gateway import bearer
 from almanac.services.gateway.room_reader import Viewer, room_summary
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
-from almanac.storage.keys import engine_metrics_key
+from almanac.storage.keys import engine_stats_key
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
@@ -105,7 +105,7 @@ async def status(request: Request) -> Response:
     engine, projector = await _engines(gw), await _projector(gw)
     accepted = decided = 0
     for beat in engine["engines"]:
-        counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
+        counters = await gw.client.hgetall(engine_stats_key(beat["name"]))
         accepted += int(counters.get(b"accepted", 0))
         decided += int(counters.get(b"commands", 0))
     async with gw.client.pipeline(transaction=False) as pipe:

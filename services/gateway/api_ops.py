@@ -29,7 +29,7 @@ from almanac.storage.keys import (
     archiver_stats_key,
     archivers_key,
     engine_heartbeat_key,
-    engine_metrics_key,
+    engine_stats_key,
     engines_key,
 )
 from almanac.storage.process_registry import (
@@ -55,7 +55,7 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
         for name in names:
             pipe.get(engine_heartbeat_key(name))
             pipe.pttl(engine_heartbeat_key(name))
-            read_registry_fields(pipe, engine_metrics_key(name))
+            read_registry_fields(pipe, engine_stats_key(name))
         found = await pipe.execute()
     now = int(time.time() * 1000)  # this gateway's clock: only against its own outage's time
     default_ttl_ms = engine_heartbeat_ttl_ms(gw.settings.lease_ms)
@@ -64,7 +64,7 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
     for name, raw, left_ms, fields, exists in zip(names, found[::4], found[1::4], found[2::4], found[3::4], strict=True):
         registry = registry_fields_of(fields, exists)
         if raw is None:  # registered, but its heartbeat expired: that engine died (a clean stop leaves the set)
-            missing[name] = (engine_metrics_key(name), registry)
+            missing[name] = (engine_stats_key(name), registry)
             continue
         beat = json.loads(raw)
         # The heartbeat's age on Redis' clock alone (the life it was written with, less what is left of it), as the
@@ -229,7 +229,7 @@ async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
                   "# TYPE almanac_engine_counter counter"]
         restores: list[str] = []
         for beat in engine["engines"]:
-            counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
+            counters = await gw.client.hgetall(engine_stats_key(beat["name"]))
             for field, value in sorted(counters.items()):
                 if field.decode() in REGISTRY_FIELDS or not auditor and auditors_engine_field(field.decode()):
                     continue  # the registry's fields are no counters; the refusals' counters are the auditors'

@@ -28,6 +28,7 @@ import redis
 
 from almanac.events import registry
 from almanac.services.settings import Settings, load_settings
+from almanac.storage.keys import engine_heartbeat_key, engines_key
 
 CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; main()"
 
@@ -84,8 +85,8 @@ class Stack:
                     if process.poll() is not None:
                         raise RuntimeError(f"{name} exited: {self.log(name)}")
                 held, consumed = 0, False
-                for engine in client.smembers("alm:engines"):
-                    beat = client.get(f"alm:engine:{engine.decode()}:heartbeat")
+                for engine in client.smembers(engines_key()):
+                    beat = client.get(engine_heartbeat_key(engine.decode()))
                     if beat:
                         beat = json.loads(beat)
                         held = max(held, len(beat.get("shards_held", [])))

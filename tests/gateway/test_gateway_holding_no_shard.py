@@ -22,7 +22,7 @@ from gateway_stack import Stack, engine_and_gateway
 from test_gateway_engine import _verified, stream_entries
 
 from almanac.bench.e2e import CHALLENGE, _script
-from almanac.storage.keys import lease_key
+from almanac.storage.keys import engine_heartbeat_key, engines_key, lease_key
 
 SHARDS = 16
 LEASE_MS = 1_000  # short, so that leases the engine process gave back would be seen taken by the gateway soon
@@ -43,8 +43,8 @@ def lease_holders(client: redis.Redis) -> set[str]:
 
 
 def heartbeats(client: redis.Redis) -> list[str]:
-    return sorted(json.loads(beat)["name"] for name in client.smembers("alm:engines")
-                  if (beat := client.get(f"alm:engine:{name.decode()}:heartbeat")))
+    return sorted(json.loads(beat)["name"] for name in client.smembers(engines_key())
+                  if (beat := client.get(engine_heartbeat_key(name.decode()))))
 
 
 def test_an_engine_process_decides_the_commands_of_a_gateway_that_holds_no_shard(holding_none, redis_url) -> None:

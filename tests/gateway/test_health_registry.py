@@ -35,8 +35,9 @@ from almanac.storage.keys import (
     archiver_stats_key,
     archivers_key,
     engine_heartbeat_key,
-    engine_metrics_key,
+    engine_stats_key,
     engines_key,
+    legacy_engine_stats_key,
     projector_stats_key,
     projectors_key,
 )
@@ -254,7 +255,7 @@ def test_after_an_outage_that_let_every_heartbeat_expire_nothing_is_forgotten_at
     assert [m["name"] for m in health["engine"]["missing"]] == ["e"], health
     assert [m["name"] for m in health["projector"]["missing"]] == ["p"], health
     assert client.sismember(engines_key(), "e") and client.sismember(projectors_key(), "p")
-    assert client.hexists(engine_metrics_key("e"), "shards_held")
+    assert client.hexists(engine_stats_key("e"), "shards_held")
     assert client.hexists(projector_stats_key("p"), "events_applied")
 
 
@@ -322,7 +323,7 @@ def test_a_registered_name_without_figures_was_forgotten_and_is_taken_out_withou
 
     # Then they are taken out of the sets, no figures are written for them, and neither is listed
     assert not client.sismember(engines_key(), "ghost") and not client.sismember(projectors_key(), "ghost")
-    assert not client.exists(engine_metrics_key("ghost")) and not client.exists(projector_stats_key("ghost"))
+    assert not client.exists(engine_stats_key("ghost")) and not client.exists(projector_stats_key("ghost"))
     assert health["engine"]["missing"] == [] and health["projector"]["missing"] == [], health
 
 
@@ -412,7 +413,7 @@ def test_an_engine_missing_far_longer_than_its_heartbeat_lives_is_forgotten_its_
     assert health["engine"]["missing"] == [] and health["status"] == "ok", health
     # and its counters are kept (totals since the name first ran, as a clean stop keeps them), the registry's
     # fields alone removed
-    counters = client.hgetall(engine_metrics_key("old-host"))
+    counters = client.hgetall(engine_stats_key("old-host"))
     assert b"shards_held" in counters and not {field.encode() for field in REGISTRY_FIELDS} & set(counters)
 
 
@@ -471,13 +472,33 @@ def test_readiness_after_an_outage_compares_how_long_ago_not_two_hosts_clocks(
     assert not any(reason.startswith("engine behind") for reason in health["reasons"]), health
 
 
+def test_an_engine_adopts_the_counters_kept_under_its_name_before_once(redis_url: str, client: redis.Redis) -> None:
+    # Given engine "renamed-keys"'s counters where engines kept them before their keys were named like the
+    # projectors' and archivers' (<kind>:stats:<name>)
+    client.hset(legacy_engine_stats_key("renamed-keys"), mapping={"commands": 7, "batches": 3})
+
+    # When it starts (and stops)
+    asyncio.run(engine_registered(redis_url, "renamed-keys"))
+
+    # Then its counters carry on under its stats key and nothing is left under the old one
+    stats = client.hgetall(engine_stats_key("renamed-keys"))
+    assert int(stats[b"commands"]) == 7 and int(stats[b"batches"]) == 3, stats
+    assert not client.exists(legacy_engine_stats_key("renamed-keys"))
+
+    # And a start cut short after its copy (both keys there) only removes the old one: nothing is counted twice
+    client.hset(legacy_engine_stats_key("renamed-keys"), mapping={"commands": 7, "batches": 3})
+    asyncio.run(engine_registered(redis_url, "renamed-keys"))
+    assert int(client.hget(engine_stats_key("renamed-keys"), "commands")) == 7
+    assert not client.exists(legacy_engine_stats_key("renamed-keys"))
+
+
 def test_an_engine_stopped_cleanly_leaves_the_set(redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
     # Given an engine that ran (and joined the set), then was stopped on purpose
     asyncio.run(engine_registered(redis_url, "scaled-down"))
 
     # Then it is out of the set (its counters kept for a restart under its name), and /health reports none missing
     assert not client.sismember(engines_key(), "scaled-down")
-    assert client.exists(engine_metrics_key("scaled-down"))
+    assert client.exists(engine_stats_key("scaled-down"))
     assert ready_health(redis_url, tmp_path)["engine"]["missing"] == []
 
 

@@ -29,6 +29,7 @@ from test_refusal_silence import (
 from waiting import wait_until
 
 from almanac.services import bootstrap
+from almanac.storage.keys import engine_heartbeat_key, engines_key
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,7 @@ def fresh_engine(stack: Stack, client: redis.Redis) -> None:
     stack.start("engine")
 
     def consumed() -> bool:
-        beats = [client.get(f"alm:engine:{name.decode()}:heartbeat") for name in client.smembers("alm:engines")]
+        beats = [client.get(engine_heartbeat_key(name.decode())) for name in client.smembers(engines_key())]
         return any(json.loads(beat).get("consumed_ms", 0) > started_ms for beat in beats if beat)
 
     assert wait_until(consumed, bool, timeout_s=120), "the engine did not come back"

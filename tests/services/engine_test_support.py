@@ -17,7 +17,7 @@ from waiting import wait_for  # noqa: F401 - the engine tests' one way to wait
 
 from almanac.services.bus import submit
 from almanac.services.room_service import CommandRecord, Outcome
-from almanac.storage.keys import Keys, engine_heartbeat_key, engine_metrics_key
+from almanac.storage.keys import Keys, engine_heartbeat_key, engine_stats_key
 
 HELPER = Path(__file__).with_name("engine_process_helper.py")
 KEYS = Keys(16)
@@ -75,7 +75,7 @@ async def held_shards(client: aioredis.Redis, name: str) -> list[int]:
 
 
 async def engine_metrics(client: aioredis.Redis, name: str) -> dict[str, int]:
-    return {k.decode(): int(v) for k, v in (await client.hgetall(engine_metrics_key(name))).items()}
+    return {k.decode(): int(v) for k, v in (await client.hgetall(engine_stats_key(name))).items()}
 
 
 def record(room: str, player: str, body: dict[str, Any], command_id: str, time_ms: int | None = None) -> CommandRecord:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from almanac.bench import e2e
+from almanac.storage.keys import engine_heartbeat_key, engines_key
 
 pytestmark = pytest.mark.slow
 
@@ -53,8 +54,8 @@ def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monke
         assert "engine" not in stack.children and {"gateway", "gateway-2"} <= set(stack.children)
         client = redis.Redis.from_url(stack.redis_url)
         held = {}
-        for name in client.smembers("alm:engines"):
-            beat = client.get(f"alm:engine:{name.decode()}:heartbeat")
+        for name in client.smembers(engines_key()):
+            beat = client.get(engine_heartbeat_key(name.decode()))
             if beat:
                 held[name.decode()] = sorted(json.loads(beat)["shards_held"])
         client.close()
@@ -102,8 +103,8 @@ def test_with_engine_processes_the_gateways_hold_no_shard_and_the_engines_decide
         # Then every lease is an engine process's, and only they beat as engines: the gateways hold none
         client = redis.Redis.from_url(stack.redis_url)
         holders = {value.decode().split("|")[0] for value in client.mget([lease_key(s) for s in range(16)])}
-        beats = sorted(json.loads(beat)["name"] for name in client.smembers("alm:engines")
-                       if (beat := client.get(f"alm:engine:{name.decode()}:heartbeat")))
+        beats = sorted(json.loads(beat)["name"] for name in client.smembers(engines_key())
+                       if (beat := client.get(engine_heartbeat_key(name.decode()))))
         client.close()
         assert holders == {"engine", "engine-2"} and beats == ["engine", "engine-2"], (holders, beats)
         # And a room created through either gateway is decided by them, through its shard's stream

@@ -14,6 +14,7 @@ from engine_test_support import KEYS, EngineProcess, send
 from waiting import wait_for
 
 from almanac.services.bots import DELAY_MARGIN_MS, MAX_DELAY_MS, add_bot, set_delay
+from almanac.storage.keys import engine_heartbeat_key
 from almanac.storage.redis_store import RedisEventStore
 
 DELAY_MS = 600
@@ -28,7 +29,7 @@ async def test_a_rooms_bots_move_no_sooner_than_its_delay_and_within_the_margin_
     playing: asyncio.Task | None = None
     async with served_gateway(redis_url) as gateway:  # the bots play through it, as `almanac bots` does
         try:
-            await wait_for(lambda: redis_client.exists("alm:engine:delay-engine:heartbeat"), timeout_s=20)
+            await wait_for(lambda: redis_client.exists(engine_heartbeat_key("delay-engine")), timeout_s=20)
             # Given a board room whose seat is handed to a bot, the room's bots set to wait 600 ms after each move
             assert (await send(redis_client, "slow-map", "alice", {"kind": "create_room", "ruleset": "board",
                                                                     "options": {"player": "robo"}}, "sm-create")).accepted

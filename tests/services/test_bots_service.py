@@ -19,6 +19,7 @@ from almanac.events import registry
 from almanac.services.bots import Bucket, add_bot, bot_seats
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.keys import engine_heartbeat_key
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
@@ -58,7 +59,7 @@ async def test_a_bot_takes_an_empty_seat_and_plays_it_through_a_kill_and_a_racin
     bots: list[BotsProcess] = []
     async with served_gateway(redis_url) as gateway:  # the bots processes play through it
         try:
-            await wait_for(lambda: redis_client.exists("alm:engine:bots-engine:heartbeat"), timeout_s=20)
+            await wait_for(lambda: redis_client.exists(engine_heartbeat_key("bots-engine")), timeout_s=20)
             # Given a board room alice created for a seat nobody has taken, handed to a bot
             created = await send(redis_client, "robo-map", "alice", {"kind": "create_room", "ruleset": "board",
                                                                       "options": {"player": "robo"}}, "rm-create")

@@ -18,6 +18,7 @@ from waiting import wait_for
 from almanac.services.bots import add_bot, bot_join_client_id, dice_key
 from almanac.services.bus import internal_command_id
 from almanac.services.checkpoints import commit_secret
+from almanac.storage.keys import engine_heartbeat_key
 from almanac.storage.redis_store import RedisEventStore
 
 ROOM = "http-map"
@@ -36,7 +37,7 @@ async def test_a_bot_seat_is_played_only_through_the_gateway(
     stream = KEYS.command_stream(KEYS.shard(ROOM))
     engine = EngineProcess(redis_url, "http-bots-engine", tmp_path)
     try:
-        await wait_for(lambda: redis_client.exists("alm:engine:http-bots-engine:heartbeat"), timeout_s=20)
+        await wait_for(lambda: redis_client.exists(engine_heartbeat_key("http-bots-engine")), timeout_s=20)
         # Given alice's board room whose one seat, robo, nobody has taken, handed to a bot
         assert (await send(redis_client, ROOM, "alice", {"kind": "create_room", "ruleset": "board",
                                                           "options": {"player": "robo"}}, "hm-create")).accepted

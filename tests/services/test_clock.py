@@ -16,6 +16,7 @@ from almanac.services.bots import bot_seats
 from almanac.services.clock import Clock, deadline_command_id
 from almanac.services.gateway.pipelined_connection import PipelinedConnection
 from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.keys import engine_heartbeat_key
 from almanac.storage.redis_store import RedisEventStore
 
 START_MS = 1_000_000
@@ -189,7 +190,7 @@ async def test_kill_9_of_the_engine_at_the_due_time_fires_the_deadline_once_afte
     timeout_ms = 2_000
     engine = EngineProcess(redis_url, "clock-a", tmp_path)
     try:
-        await wait_for(lambda: redis_client.exists("alm:engine:clock-a:heartbeat"), timeout_s=20)
+        await wait_for(lambda: redis_client.exists(engine_heartbeat_key("clock-a")), timeout_s=20)
         start = int(time.time() * 1000)
         options = {"players": ["alice", "bob"], "years": 1, "season_timeout_ms": timeout_ms}
         assert (await send(redis_client, "crash", "alice", {"kind": "create_room", "ruleset": "realm",

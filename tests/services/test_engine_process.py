@@ -32,6 +32,7 @@ from almanac.services.bus import COMMAND_FIELD, submit
 from almanac.services.engine.lease import lease_key
 from almanac.services.engine.shard_engine import GROUP
 from almanac.services.room_service import RoomService
+from almanac.storage.keys import engines_key
 from almanac.storage.redis_store import RedisEventStore
 
 register_test_rulesets()
@@ -108,7 +109,7 @@ async def test_a_counter_game_through_the_engine_equals_the_fold_of_its_log(redi
     assert metrics["accepted"] == 7 and metrics["rejected"] == 2 and metrics["latency_count"] == 9
     assert metrics["latency_le_10000"] == 9
     beat = await heartbeat(redis_client, "e1")
-    assert beat["shards_held"] == ALL_SHARDS and await redis_client.sismember("alm:engines", "e1")
+    assert beat["shards_held"] == ALL_SHARDS and await redis_client.sismember(engines_key(), "e1")
 
 
 async def _when(value_awaitable, predicate):

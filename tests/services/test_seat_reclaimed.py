@@ -26,6 +26,7 @@ from almanac.services.bus import internal_command_id
 from almanac.services.clock import Clock
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import RoomService
+from almanac.storage.keys import engine_heartbeat_key
 from almanac.storage.redis_store import RedisEventStore
 
 DELAY_MS = 300  # the room's bot delay: the seat handed later waits it too
@@ -52,7 +53,7 @@ async def test_a_seat_handed_to_a_bot_for_a_missed_deadline_comes_back_with_its_
     stop_clock, stop_bots = asyncio.Event(), asyncio.Event()
     try:
         async with served_gateway(redis_url) as gateway, httpx.AsyncClient(base_url=gateway.url) as http:
-            await wait_for(lambda: redis_client.exists("alm:engine:reclaim-engine:heartbeat"), timeout_s=20)
+            await wait_for(lambda: redis_client.exists(engine_heartbeat_key("reclaim-engine")), timeout_s=20)
             # Given alice's realm room whose seasons end after 1.5 s, handing a seat that misses one to a bot,
             # with bob's seat played by a bot from the start
             created = await http.post("/rooms", json={
