@@ -252,6 +252,11 @@ class RuleSet:
     # the manifest module: outside the fingerprint, and the rules' own view (the golden logs digest it, the seat
     # bots read it) stays as it is. None: the view as the Decider gives it. ``view_type`` describes what it gives.
     present_view: Callable[[Any], Any] | None = None
+    # Whether a room of this recorded setup (``room.created``'s) ranks on the rule-set's leaderboard: False for a
+    # setup that departs from the standard game (a stock, a position or a length a creator chose), whose scores
+    # do not compare with the others'; those rooms are played and shown as ever, never ranked. None: every room
+    # ranks. Presentation like the rest of the manifest module: outside the fingerprint.
+    ranks: Callable[[Any], bool] | None = None
 
     def shown_view(self, game: Any, player: str) -> Any:
         """What ``player`` sees of ``game`` in the API's answers: the Decider's view, as ``present_view`` shows it."""

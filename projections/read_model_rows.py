@@ -33,6 +33,9 @@ class RoomUpdate(msgspec.Struct, kw_only=True):
     dropped_players: tuple[str, ...] = ()
     # ``scores`` are the room's scores before the update too (the projector then need not write them again).
     scores_unchanged: bool = False
+    # The room's recorded setup departs from the standard game (its manifest's ``ranks``): it never ranks (it joins
+    # the shard's unranked rooms, beside imports and copies, which every leaderboard leaves out).
+    unranked: bool = False
     # The rule-set's read models: model name -> the room's row (per-room models) ...
     rows: dict[str, dict[str, Any]] = {}
     # ... or model name -> (version, row) of each new event's rows (ledgers).
@@ -63,12 +66,23 @@ def room_listing(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def leaderboard_scores(state: RoomState) -> dict[str, int]:
-    """This room's contribution to its rule-set's leaderboard: each seated player's current public score
-    (none from a sandbox fork: what-if games never rank; none from a challenge room: its public seed makes
-    every roll predictable by design, docs/dice.md)."""
+    """This room's contribution to its rule-set's leaderboard: each seated player's current public score, a seat
+    nobody has joined none (none from a sandbox fork: what-if games never rank; none from a challenge room: its
+    public seed makes every roll predictable by design, docs/dice.md)."""
     if state.fork is not None or state.challenge is not None:
         return {}
-    return {player: int(score) for player, score in room_rules.decider_of(state).public_scores(state.game).items()}
+    seated = set(state.players)
+    return {player: int(score) for player, score in room_rules.decider_of(state).public_scores(state.game).items()
+            if player in seated}
+
+
+def departs_from_standard(after: RoomState, events: list[tuple[Envelope, Any]]) -> bool:
+    """Whether ``events`` hold the room's creation (its version 1) with a setup its manifest says does not rank."""
+    ranks = room_rules.manifest_of(after).ranks
+    if ranks is None or after.fork is not None:
+        return False
+    return any(envelope.version == 1 and isinstance(event, room_rules.RoomCreated) and not ranks(event.setup)
+               for envelope, event in events)
 
 
 def project_room(
@@ -81,7 +95,8 @@ def project_room(
     """
     updated_at_ms = events[-1][0].server_time_ms if events else after.created_at_ms
     summary = room_summary(after, updated_at_ms)
-    scores = leaderboard_scores(after)
+    unranked = departs_from_standard(after, events)
+    scores = {} if unranked else leaderboard_scores(after)
     # A fork's ``before`` at its version 1 is its parent's state: never the fork's own entries.
     previous = leaderboard_scores(before) if before is not None and before.room == after.room else {}
     rows: dict[str, dict[str, Any]] = {}
@@ -108,6 +123,7 @@ def project_room(
         scores=scores,
         dropped_players=tuple(sorted(set(previous) - set(scores))),
         scores_unchanged=before is not None and before.room == after.room and previous == scores,
+        unranked=unranked,
         rows=rows,
         ledgers=ledgers,
     )

@@ -11,7 +11,16 @@ from almanac.games.sectors import data, seats
 from almanac.games.sectors.commands import EndSeason
 from almanac.games.sectors.game import DECIDER
 from almanac.games.sectors.policy import choose_command
-from almanac.games.sectors.state import BuildingName, Good, Owner, Season, SectorType
+from almanac.games.sectors.state import (
+    BuildingName,
+    Good,
+    Owner,
+    Season,
+    SectorSetup,
+    SectorType,
+    Setup,
+    goods_of,
+)
 
 SIDE = 8
 # Each colony plays a default-length game (10 years, 40 seasons) and a new one starts: a colony run
@@ -107,6 +116,19 @@ class SectorsResources(_View):
     sectors: int
 
 
+def ranks(setup: Setup) -> bool:
+    """A colony ranks when it is the one ``{}`` makes for its owner (a home of the default size and population at
+    the grid's middle, the default stock and years; its home's type, drawn there, is not looked at: one named in
+    the options cannot be told from one drawn). An explicit setup, another grid, stock or length never ranks."""
+    home = setup.sectors[0] if len(setup.sectors) == 1 else None
+    standard = Setup(owner=setup.owner, rows=data.DEFAULT_ROWS, columns=data.DEFAULT_COLUMNS, season="spring", year=1,
+                     years=data.DEFAULT_YEARS, stock=goods_of(data.DEFAULT_STARTING_STOCK),
+                     sectors=(SectorSetup(row=(data.DEFAULT_ROWS - 1) // 2, column=(data.DEFAULT_COLUMNS - 1) // 2,
+                                          type=home.type if home else None,
+                                          population=data.DEFAULT_HOME_POPULATION),))
+    return home is not None and setup == standard
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
@@ -127,4 +149,5 @@ MANIFEST = RuleSet(
     view_type=SectorsView,
     resources_type=SectorsResources,
     demo_moves=30,
+    ranks=ranks,
 )

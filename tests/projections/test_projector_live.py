@@ -91,6 +91,33 @@ async def test_the_leaderboard_keeps_each_players_best_room_and_follows_falling_
     assert await models.leaderboard("nobody-plays-this") == []
 
 
+async def test_no_room_a_creator_set_up_to_win_and_no_seat_nobody_took_ranks(redis_client, service):
+    """Given a standard realm room where only alice joined, and rooms whose creators chose what the standard game
+    does not let them (a sectors colony with a billion victory points in stock, a realm whose cities start rich, a
+    board map with the mountain bonus), each played a little, when the projector projects them and when a rebuild
+    does, then each leaderboard lists only alice: an outsider put a chosen score at the top of the public board, and
+    a seat nobody took ranked at its starting score (issue 28's acceptance review)."""
+    rich = {"players": ["mallory", "mal2"], "starting_stock": {"gold": 999_999_999}}
+    colony = {"setup": {"stock": {"victory_points": 999_999_999},
+                        "sectors": [{"row": 0, "column": 0, "type": "prairie", "population": 5}]}}
+    await open_room(service, "lb-standard", "realm", ["alice"], options={"players": ["alice", "bob"]})
+    await open_room(service, "lb-rich", "realm", ["mallory", "mal2"], options=rich)
+    await open_room(service, "lb-colony", "sectors", ["mallory"], options=colony)
+    await open_room(service, "lb-bonus", "board", ["mallory"], options={"mountain_bonus": True})
+    for room, ruleset, players in (("lb-rich", "realm", ["mallory", "mal2"]), ("lb-colony", "sectors", ["mallory"]),
+                                   ("lb-bonus", "board", ["mallory"])):
+        await play(service, room, ruleset, 6, players)
+
+    await projector(redis_client).drain()
+    models = ReadModels(redis_client, SHARDS)
+    boards = {ruleset: await models.leaderboard(ruleset) for ruleset in ("realm", "sectors", "board")}
+
+    assert [(row["player"], row["room"]) for row in boards["realm"]] == [("alice", "lb-standard")], boards
+    assert boards["sectors"] == [] and boards["board"] == [], boards
+    await rebuild(redis_client, SHARDS)
+    assert {ruleset: await models.leaderboard(ruleset) for ruleset in boards} == boards
+
+
 async def test_a_room_projected_already_is_not_indexed_again_nor_its_unchanged_scores_written(redis_client, service):
     """Given a bazaar room the projector has projected, when its next batches commit, then none puts its rule-set
     in the shard's leaderboard index again (its first commit did) and one whose scores did not move writes no

@@ -11,6 +11,7 @@ from almanac.games.board.v1 import seats
 from almanac.games.board.v1.data import CardLetter, Filled, MissionKey, Player, SeasonName, Terrain
 from almanac.games.board.v1.game import DECIDER
 from almanac.games.board.v1.policy import choose_command
+from almanac.games.board.v1.state import BoardSetup
 
 
 def policy(state: object, player: str, dice: Dice, now_ms: int) -> object:
@@ -94,6 +95,11 @@ def shown_view(view: dict[str, Any]) -> dict[str, Any]:
             "board": [[cell or None for cell in row] for row in view["board"]]}
 
 
+def ranks(setup: BoardSetup) -> bool:
+    """A map ranks when played as the seed's (neither the mountain bonus nor the extended pool)."""
+    return not setup.mountain_bonus and not setup.extended_pool
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
@@ -106,6 +112,7 @@ MANIFEST = RuleSet(
     examples=("examples/board.jsonl",),
     view_type=BoardView,
     present_view=shown_view,
+    ranks=ranks,
     resources_type=BoardResources,
     demo_moves=40,
     # Board rooms of one public challenge deal the same cards, so the demo's players' scores compare.

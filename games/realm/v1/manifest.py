@@ -31,7 +31,10 @@ from almanac.games.realm.v1.state import (
     LedgerEntry,
     Merchant,
     Owner,
+    RealmOptions,
+    RealmSetup,
     TradeOrNone,
+    full_stock,
 )
 
 BENCH_PLAYERS = ("alice", "bob", "carol")
@@ -224,6 +227,13 @@ def _step_type(event_type: type) -> type:
 TRADE_STEP_TYPES = tuple(_step_type(event_type) for event_type in audit.TRADE_EVENTS)
 
 
+def ranks(setup: RealmSetup) -> bool:
+    """A realm ranks when its cities start as the seed's (the default stock), with the default village count,
+    actions per season and years; who plays and how long a season may wait do not change the game."""
+    return (setup.starting_stock == full_stock(data.STARTING_STOCK) and len(setup.villages) == RealmOptions().villages
+            and setup.actions_per_season == data.ACTIONS_PER_SEASON and setup.years == data.YEARS)
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays seed 003 as written (a skull in mining finds only stone,
@@ -267,6 +277,7 @@ MANIFEST = RuleSet(
     examples=("examples/realm.jsonl",),
     view_type=RealmView,
     present_view=shown_view,
+    ranks=ranks,
     resources_type=RealmResources,
     notices=notices,
     # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.
