@@ -663,6 +663,39 @@ def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browse
     assert not errors, errors
 
 
+@pytest.mark.parametrize("opener", ["public", "auditor"])
+def test_a_player_who_joins_on_the_room_page_sees_the_room_as_his_seat_at_once(page, auditor: str, opener: str,
+                                                                              base_url: str, shots: Path) -> None:
+    # Given a live realm room alice created with a seat for bob, opened in the console by the public or the auditor
+    room, alice, bob, _ = realm_room_waiting_for_bob(base_url)
+    page.goto(f"/#/room/{room}")
+    if opener == "auditor":
+        sign_in_as_auditor(page, auditor)
+        page.get_by_label("realm cities").wait_for()  # the auditor's picture of the full state
+    # When bob joins on that page
+    page.locator("#join-player").fill(bob)
+    page.get_by_role("button", name="Join").click()
+    expect_text(page.get_by_test_id("seat"), bob)
+    # Then, with no reload, the page shows the room as bob's seat sees it: the heading says so, the "view as" choice
+    # is his, and the picture is drawn from his view (his city's storage, alice's hidden from him)
+    state = page.get_by_role("region", name="State at version")
+    expect_text(state.get_by_role("heading", level=2), f"as {bob} saw it")
+    picture = state.get_by_label("realm cities")
+    expect_text(picture, "storage hidden")
+    page.screenshot(path=str(shots / f"join-on-the-page-as-{opener}.png"), full_page=True)
+    assert page.locator("#viewer").input_value() == bob
+    assert "no picture for this rule-set" not in state.inner_text()
+    cities = {city.locator("strong").inner_text(): city.inner_text() for city in picture.locator(".city").all()}
+    assert "storage hidden" in cities[alice] and "storage hidden" not in cities[bob], cities
+    # and it is the page a reload shows the public's browser holding his seat
+    if opener == "public":
+        seen = state.inner_text()
+        page.reload()
+        expect_text(state.get_by_label("realm cities"), "storage hidden")
+        expect_text(state.get_by_role("heading", level=2), f"as {bob} saw it")
+        assert state.inner_text() == seen
+
+
 def json_of(text: str) -> dict:
     return json.loads(text)
 

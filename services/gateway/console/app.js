@@ -981,6 +981,9 @@ function RoomPage({ room }) {
     if (seat || !kept) return;
     reclaimSeat(room, kept).then((a) => { if (a.seat) { setSeatState(a.seat); if (!auditor) setViewer(a.seat.player); } });
   }, [room]);
+  // A seat taken on this page (a join, a seat key pasted): the room is shown as that player sees it, as when the
+  // page is opened with the seat (the auditor can still choose another view).
+  const takeSeat = (s) => { setSeatState(s); setViewer(s.player); };
   const token = viewer === "" ? auditor : auditor || (seat && seat.token);
   const readToken = auditor || (seat && seat.token);
 
@@ -1047,7 +1050,7 @@ function RoomPage({ room }) {
   if (!readToken) {
     return html`<section class="panel"><h2>Room ${room}</h2>
       <p>Enter an auditor token above, or join this room as a player, to see it.</p></section>
-      ${summary ? html`<${Play} room=${room} ruleset=${summary.ruleset} seat=${seat} onSeat=${setSeatState} onPlayed=${() => {}} />` : ""}
+      ${summary ? html`<${Play} room=${room} ruleset=${summary.ruleset} seat=${seat} onSeat=${takeSeat} onPlayed=${() => {}} />` : ""}
       <${ErrorBox} error=${error} />
       <${Charts} room=${room} token=${null} version=${summary ? summary.version : 0} />`;
   }
@@ -1101,7 +1104,7 @@ function RoomPage({ room }) {
       </section>
     </div>
     <div class="row">
-      <div class="grow">${summary ? html`<${Play} room=${room} ruleset=${ruleset} seat=${seat} onSeat=${setSeatState}
+      <div class="grow">${summary ? html`<${Play} room=${room} ruleset=${ruleset} seat=${seat} onSeat=${takeSeat}
           onPlayed=${() => { setFollow(true); setDraft(null); }} onDraft=${setDraft} picked=${picked} />` : ""}</div>
       <div class="grow">${summary ? html`<${Verify} room=${room} token=${readToken} summary=${summary} events=${events} />` : ""}</div>
     </div>
