@@ -47,6 +47,7 @@ from almanac.services.gateway.schemas import (
     EndRoomRequest,
     JoinRoomRequest,
     ReclaimSeatRequest,
+    checked_idempotency_key,
     decode_body,
     openapi_body,
 )
@@ -719,7 +720,9 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     "/rooms/{room}/commands",
     summary="Submit a game command as the token's player; answers the new version and visible events",
     description="Rate limited per seat, whichever of its tokens is sent (ALMANAC_RATE_COMMANDS): 429 "
-    "`rate_limited` with Retry-After. An `end_room` command, like POST /rooms/{room}/end, needs a seated player (403 `not_seated` otherwise).",
+    "`rate_limited` with Retry-After. An `end_room` command, like POST /rooms/{room}/end, needs a seated player (403 `not_seated` otherwise). "
+    "An `Idempotency-Key` header names the command when its body names no `command_id`, held to the same schema "
+    "(1-100 of A-Z a-z 0-9 _ . : -): another is refused 422 `invalid_idempotency_key`.",
     openapi_extra=openapi_body(CommandRequest) | TOKEN_REQUIRED,
     responses={
         200: {"description": "accepted: the new version and the events this player may see"},
@@ -749,6 +752,7 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
     every command; the route above documents it).
     ``address``: the client's (``client_address``), for its fair share of the in-flight limit. ``admitted``: the
     caller asked ``Gateway.command_refusal`` and was let in; otherwise admission is decided here, once."""
+    idempotency_key = checked_idempotency_key(idempotency_key)
     if not admitted:
         reason = gw.overload_reason(address)  # the same decision GatewayApp and the guard ask (command_refusal)
         if reason is not None:

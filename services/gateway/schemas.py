@@ -35,9 +35,16 @@ SignatureHex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{128}(?!\n)$", min
 # The room version a client saw when it sent a command (events.step.CommandRecord.seen_version).
 SeenVersion = Annotated[int, msgspec.Meta(ge=0, le=MAX_VERSION, description="the room version the client saw "
                                           "(its latest checkpoint's); covered by the v2 signed form")]
-CommandId = Annotated[
-    str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:\-]{1,100}(?!\n)$", description="client id for idempotent retries")
-]
+COMMAND_ID_PATTERN = r"^[A-Za-z0-9_.:\-]{1,100}(?!\n)$"
+CommandId = Annotated[str, msgspec.Meta(pattern=COMMAND_ID_PATTERN, description="client id for idempotent retries")]
+_COMMAND_ID = re.compile(COMMAND_ID_PATTERN)
+def checked_idempotency_key(value: str | None) -> str | None:
+    """An Idempotency-Key header held to the body's ``command_id`` schema: 422 ``invalid_idempotency_key`` (nothing
+    done) for one that is not (a header of other bytes, read as Latin-1, fails it too)."""
+    if value is None or _COMMAND_ID.match(value):
+        return value
+    raise ApiError(422, "invalid_idempotency_key", "Idempotency-Key is a command id: 1-100 of A-Z a-z 0-9 _ . : -",
+                   "Idempotency-Key")
 
 
 class CreateRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

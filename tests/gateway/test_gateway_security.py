@@ -223,6 +223,26 @@ def test_a_retried_command_id_is_answered_once_and_applied_once(api: TestClient,
     assert api.get(f"/rooms/{room}/commands/never-sent", headers=auth(token)).json()["code"] == "outcome_unknown"
 
 
+def test_an_idempotency_key_that_is_not_a_command_id_is_refused_and_records_nothing(api: TestClient,
+                                                                                   auditor: str) -> None:
+    """Given a seated player, when a command comes with an Idempotency-Key the body's ``command_id`` would refuse
+    (over 100 characters, a slash and a pipe, or UTF-8 bytes, which the header is read as Latin-1), then it is
+    refused 422 ``invalid_idempotency_key`` naming the header and the room does not move: the header used to be
+    taken as the command's id as it came (a recorded id of 200 characters, ``ÑÑ`` for ``шщ``)."""
+    created = api.post("/rooms", json={"ruleset": "realm", "player": "ivy", "options": {"players": ["ivy", "jo"]}})
+    room, token = created.json()["room"], created.json()["token"]
+    before = version(api, room)
+    for key in ("bad key:with/slash|pipe=" + "z" * 200, "шщ".encode(), "a\tb", "x" * 101):
+        refused = api.post(f"/rooms/{room}/commands", json={"command": {"kind": "cut_wood"}},
+                           headers={**auth(token), "Idempotency-Key": key})
+        assert refused.status_code == 422, (key, refused.text)
+        assert (refused.json()["code"], refused.json()["field"]) == ("invalid_idempotency_key", "Idempotency-Key")
+    assert version(api, room) == before
+    accepted = api.post(f"/rooms/{room}/commands", json={"command": {"kind": "cut_wood"}},
+                        headers={**auth(token), "Idempotency-Key": "k.1:a_b-c"})
+    assert accepted.status_code == 200 and accepted.json()["command_id"] == "k.1:a_b-c", accepted.text
+
+
 def test_a_valid_token_for_a_room_the_store_does_not_have_answers_404_and_writes_nothing(api: TestClient,
                                                                                          stack) -> None:
     """Given a well-signed token naming a room's rules for a room the store does not hold (lost with a restore

@@ -150,7 +150,7 @@ export interface paths {
         put?: never;
         /**
          * Submit a game command as the token's player; answers the new version and visible events
-         * @description Rate limited per seat, whichever of its tokens is sent (ALMANAC_RATE_COMMANDS): 429 `rate_limited` with Retry-After. An `end_room` command, like POST /rooms/{room}/end, needs a seated player (403 `not_seated` otherwise).
+         * @description Rate limited per seat, whichever of its tokens is sent (ALMANAC_RATE_COMMANDS): 429 `rate_limited` with Retry-After. An `end_room` command, like POST /rooms/{room}/end, needs a seated player (403 `not_seated` otherwise). An `Idempotency-Key` header names the command when its body names no `command_id`, held to the same schema (1-100 of A-Z a-z 0-9 _ . : -): another is refused 422 `invalid_idempotency_key`.
          */
         post: operations["submit_command_rooms__room__commands_post"];
         delete?: never;
