@@ -13,6 +13,7 @@ from almanac.bench.common import output_console, trivial_log
 from almanac.events import codec
 from almanac.events.step import replay
 from almanac.services import bootstrap
+from almanac.services.redis_client import redacted_url
 
 BATCH = 100
 ROUNDS = 3
@@ -163,7 +164,7 @@ async def _measure(url: str, events: int) -> list[tuple[str, float]]:
 
 def main(url: str, events: int = 100_000) -> None:
     console = output_console()
-    console.print(f"[bold]bench store[/]: {events:,} events on {url}")
+    console.print(f"[bold]bench store[/]: {events:,} events on {redacted_url(url)}")
     results = asyncio.run(_measure(url, events))
     loads = dict(results).pop("loads")
     results = [(name, rate) for name, rate in results if name != "loads"]

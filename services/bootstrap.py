@@ -41,7 +41,7 @@ import redis
 import redis.asyncio as aioredis
 
 from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError, pid_alive, running_server_url
-from almanac.services.redis_client import connect, live_seed, reconnecting
+from almanac.services.redis_client import connect, live_seed, reconnecting, redacted_url
 from almanac.services.settings import Settings, load_settings
 from almanac.storage.archive import ArchiveStore, ArchivingStore, default_archive_url
 from almanac.storage.keys import DEFAULT_PREFIX, Keys
@@ -139,7 +139,7 @@ def _nearest_stack_url(config: Settings) -> str:
             "Set REDIS_URL to your Redis, or ALMANAC_DATA_DIR to the data directory of your `almanac up` (its "
             f"{UP_FILE} names its Redis), or run this where you ran `almanac up`")
     stack_dir, url = found
-    sys.stderr.write(f"note: no data directory here; using the running stack of {stack_dir} ({url})\n")
+    sys.stderr.write(f"note: no data directory here; using the running stack of {stack_dir} ({redacted_url(url)})\n")
     return url
 
 
@@ -211,9 +211,9 @@ def check_reachable(config: Settings, url: str, role: Role) -> None:
                 replicas = int(client.info("replication").get("connected_slaves", 0))
             if replicas < 1:
                 raise BootstrapError(f"ALMANAC_DURABILITY=replica needs a Redis with at least one connected "
-                                     f"replica; {url} has none (add a replica, or use ALMANAC_DURABILITY=aof)")
+                                     f"replica; {redacted_url(url)} has none (add a replica, or use ALMANAC_DURABILITY=aof)")
     except redis.RedisError as error:
-        raise BootstrapError(f"cannot reach Redis at {url}: {error}") from None
+        raise BootstrapError(f"cannot reach Redis at {redacted_url(url)}: {error}") from None
 
 
 # --- what runs on it --------------------------------------------------------------------------------------

@@ -1,4 +1,13 @@
-"""A private redis-server for when no REDIS_URL is given: free loopback port, AOF in the data directory."""
+"""A private redis-server for when no REDIS_URL is given: free loopback port, AOF in the data directory.
+
+Private to the user who starts it: it asks for a password (``requirepass``, 32 random bytes kept in the data
+directory's ``redis.password``, mode 0600, made once and reused at every start, so a restarted server keeps its
+AOF's data and the processes that hold its URL), and its data directory is 0700 (tightened at start if an older
+run made it 0755), so another user of the host can neither connect to its loopback port nor read its AOF, its
+archive or its ``redis.running``. The password reaches redis-server on its stdin, never on its command line (which
+``ps`` shows every user), and the URLs handed out (``url``, ``redis.running``, `almanac up`'s ``up.json``) carry
+it; what is printed or logged shows it masked (``redis_client.redacted_url``).
+"""
 
 from __future__ import annotations
 
@@ -14,12 +23,16 @@ from pathlib import Path
 
 import redis
 
+from almanac.services.data_secrets import file_secret
+
 # A stream's listpack node size. Redis 7 gives each new node this many bytes at once (4,096 by default), and a room
 # keeps three streams (events, command records, refusals) that each hold a few hundred bytes in a short room: at
 # 1,024 a short room costs 0.59x and a realm game played to its end 0.80x of the default's Redis bytes, a room of
 # 2,000 events ~1.05x, for ~0.3 us more Redis CPU per XADD (`almanac bench streams`, docs/capacity.md).
 # deploy/ sets the same value; an operator of their own Redis sets it there (the gateway never CONFIG SETs it).
 STREAM_NODE_MAX_BYTES = 1024
+# The embedded server's password, in its data directory (0600): generated at its first start, reused after.
+PASSWORD_FILE = "redis.password"
 
 
 class EmbeddedRedisError(Exception):
@@ -27,11 +40,13 @@ class EmbeddedRedisError(Exception):
 
 
 def _stop_with_parent() -> None:
-    """In the child before exec: on Linux, SIGTERM the server when the process that started it dies.
+    """In the child before exec: on Linux, SIGTERM the server when the process that started it dies; and the
+    files it writes (AOF, log) readable by its user only.
 
     Its own session keeps Ctrl-C away from it (the parent stops it in order), but a parent killed
     with -9 would otherwise leave a private redis-server running on its port forever.
     """
+    os.umask(0o077)
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
@@ -73,17 +88,33 @@ class EmbeddedRedis:
         self.port = port
         self.persist = persist
         self.process: subprocess.Popen | None = None
+        self.password: str | None = None  # the data directory's (PASSWORD_FILE), read at start
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """``redis://:PASSWORD@127.0.0.1:PORT/0``: a secret (print ``redis_client.redacted_url`` of it)."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def _private_data_dir(self) -> None:
+        """The data directory, created 0700, or made 0700 when an earlier run (or the operator) left it open to
+        others: nobody else may enter it (the AOF, the archive, the password, the secrets)."""
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if self.data_dir.stat().st_mode & 0o077:
+                os.chmod(self.data_dir, 0o700)
+        except OSError as error:
+            raise EmbeddedRedisError(f"cannot make the data directory {self.data_dir} private (0700): {error}") \
+                from None
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._private_data_dir()
+        self.password = file_secret(str(self.data_dir), PASSWORD_FILE, "REDIS_URL (a Redis of your own)")
         binary = find_redis_server()
         self.port = self.port or free_port()
         args = [
             binary,
+            "-",  # the rest of the configuration on stdin: the password, which a command line shows to every user
             "--bind", "127.0.0.1",
             "--port", str(self.port),
             "--dir", str(self.data_dir),
@@ -94,10 +125,15 @@ class EmbeddedRedis:
             "--logfile", str(self.data_dir / "redis.log"),
             "--daemonize", "no",
         ]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True, preexec_fn=_stop_with_parent)
+        self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True,
+                                        preexec_fn=_stop_with_parent)
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # a server that exited at once is reported below
+            self.process.stdin.write(f"requirepass {self.password}\n".encode())
+            self.process.stdin.close()
         deadline = time.monotonic() + timeout_s
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+        client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_connect_timeout=0.5)
         try:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
@@ -127,8 +163,12 @@ class EmbeddedRedis:
     def _write_marker(self) -> None:
         # Lets other almanac commands on the same data directory reuse this server instead of
         # starting a second one on the same AOF files.
+        # It holds the password: its user's only.
         assert self.process is not None
-        self.marker.write_text(f"{self.process.pid} {self.url}\n")
+        fd = os.open(self.marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # one an older run left 0644
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"{self.process.pid} {self.url}\n")
 
     def stop(self) -> None:
         if self.process is None:
@@ -137,7 +177,7 @@ class EmbeddedRedis:
             self.marker.unlink()
         if self.process.poll() is None:
             with contextlib.suppress(Exception):
-                redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5).shutdown(nosave=True)
+                redis.Redis.from_url(self.url, socket_connect_timeout=0.5).shutdown(nosave=True)
             try:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -161,7 +201,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def running_server_url(data_dir: str | Path) -> str | None:
-    """The URL of a live embedded server already serving ``data_dir``, if there is one."""
+    """The URL of a live embedded server already serving ``data_dir``, if there is one (with its password)."""
     marker = Path(data_dir).resolve() / "redis.running"
     try:
         pid_text, url = marker.read_text().split()

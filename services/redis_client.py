@@ -385,6 +385,20 @@ def seed_urls(url: str) -> list[str]:
     return [part.strip() for part in url.split(",") if part.strip()]
 
 
+def redacted_url(url: str) -> str:
+    """``url`` (one node, or several separated by commas) with its password shown as ``***``: what is printed or
+    logged of a Redis URL (the embedded Redis's carries its password, services/embedded_redis.py)."""
+    shown = []
+    for part in url.split(","):
+        parsed = urlsplit(part.strip())
+        if parsed.password is None:
+            shown.append(part)
+            continue
+        host = parsed.netloc.rpartition("@")[2]
+        shown.append(parsed._replace(netloc=f"{parsed.username or ''}:***@{host}").geturl())
+    return ",".join(shown)
+
+
 def live_seed(url: str, timeout_s: float = 2.0) -> str:
     """The first node of ``url`` that answers PING (a process checks its Redis before it starts).
 

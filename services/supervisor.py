@@ -58,7 +58,7 @@ class Stack:
         self._stopping = False
 
     def __enter__(self) -> Stack:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # its secrets, logs, AOF: its user's only
         self.redis_url = self._redis_context.__enter__()
         return self
 

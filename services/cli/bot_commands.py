@@ -21,6 +21,7 @@ from almanac.services.cli.common import (
 )
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.logging import configure_logging
+from almanac.services.redis_client import redacted_url
 from almanac.storage.keys import Keys
 
 bots_app = typer.Typer(help="Bots as seats: run the bots process, or hand a room's seat to a bot.",
@@ -65,7 +66,7 @@ def _with_client(work):  # the operator's commands: one short connection
             return await work(runtime, runtime.keys)
 
     with redis_url_for(settings) as url:
-        return guarded(lambda: uvloop.run(run(url)), f"Redis at {url}")
+        return guarded(lambda: uvloop.run(run(url)), f"Redis at {redacted_url(url)}")
 
 
 @bots_app.command("add")

@@ -22,6 +22,7 @@ from almanac.events.errors import CorruptEventError
 from almanac.events.forensics.tree_diff import ABSENT, Change
 from almanac.events.hashing import state_hash
 from almanac.services import bootstrap
+from almanac.services.redis_client import redacted_url
 from almanac.services.settings import Settings, SettingsError, parse_shard_selection
 from almanac.services.terminal import output_width
 from almanac.storage.base import EventStore
@@ -63,7 +64,7 @@ def settings_or_exit(*, own_data_dir: bool = False, **overrides: object) -> Sett
     if found is None:
         return settings
     stack_dir, url = found
-    error_console.print(f"note: no data directory here; using the running stack of {stack_dir} ({url})",
+    error_console.print(f"note: no data directory here; using the running stack of {stack_dir} ({redacted_url(url)})",
                         highlight=False, soft_wrap=True)
     return settings.model_copy(update={"data_dir": str(stack_dir)})
 
@@ -123,7 +124,7 @@ def with_runtime(work: Callable[[bootstrap.Runtime], Awaitable[T]], create: bool
             return await work(runtime)
 
     with redis_url_for(settings, create) as url:
-        return guarded(lambda: asyncio.run(run(url)), f"Redis at {url}")
+        return guarded(lambda: asyncio.run(run(url)), f"Redis at {redacted_url(url)}")
 
 
 def with_store(work: Callable[[EventStore], Awaitable[T]], create: bool = False) -> T:

@@ -12,6 +12,7 @@ from almanac.services.bootstrap import running_stack
 from almanac.services.cli import app
 from almanac.services.cli.common import console, deployment_settings, fail, redis_url_for, settings_or_exit
 from almanac.services.heap import freeze_startup_heap
+from almanac.services.redis_client import redacted_url
 from almanac.services.settings import Settings
 from almanac.services.supervisor import Stack, StackError
 
@@ -69,7 +70,7 @@ def up_command(
     configure_logging(settings.log_format, settings.log_level)
     with started(Stack(settings, say=console.print)) as stack:
         console.print(f"[bold green]Almanac is up[/] at [bold]{stack.url}[/]  (API docs: {stack.url}/docs)")
-        console.print(f"Redis: {stack.redis_url}   data: {stack.data_dir}")
+        console.print(f"Redis: {redacted_url(stack.redis_url)}   data: {stack.data_dir}")
         console.print(f"Auditor token: {stack.auditor_token}", soft_wrap=True, highlight=False)
         console.print("Try: [bold]almanac demo[/] in another terminal.  Ctrl-C stops everything.")
         stack.supervise()

@@ -30,6 +30,7 @@ from almanac.services.cli.common import (
 )
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.logging import configure_logging
+from almanac.services.redis_client import redacted_url
 from almanac.services.settings import Settings
 
 projections_app = typer.Typer(help="Read models: rebuild them from the room streams, or show them.",
@@ -180,4 +181,4 @@ def _run(settings: Settings, url: str, work: Any) -> Any:
     except CorruptEventError as error:
         raise fail(f"room {error.room!r} version {error.version}: {error.reason}") from None
     except RedisError as error:
-        raise fail(f"Redis at {url} failed: {error}") from None
+        raise fail(f"Redis at {redacted_url(url)} failed: {error}") from None

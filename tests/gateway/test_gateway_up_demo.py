@@ -15,6 +15,7 @@ import redis
 from gateway_stack import CHILD
 
 from almanac.services.embedded_redis import pid_alive
+from almanac.services.redis_client import redacted_url
 
 
 def wait_for(predicate, timeout_s: float, what: str):
@@ -36,6 +37,7 @@ def read_up_file(data_dir: Path) -> dict | None:
 
 def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: str, tmp_path: Path) -> None:
     redis.Redis.from_url(redis_url).flushdb()
+    password = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs.get("password")
     project = tmp_path / "project"
     data_dir = project / ".almanac"  # the default data directory's name, in the project where `up` runs
     project.mkdir()
@@ -82,7 +84,9 @@ def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: s
         verified = subprocess.run([sys.executable, "-c", CHILD, "verify", "--all"], env=bare, cwd=below,
                                   capture_output=True, text=True, timeout=120)
         assert verified.returncode == 0 and " rooms verified" in verified.stdout, verified.stdout + verified.stderr
-        assert f"using the running stack of {data_dir} ({redis_url})" in " ".join(verified.stderr.split())
+        # (its Redis named with the password masked: the embedded Redis's URL carries one)
+        assert f"using the running stack of {data_dir} ({redacted_url(redis_url)})" in " ".join(verified.stderr.split())
+        assert not password or password not in verified.stderr
         # So do the commands that sign or read with the deployment's secrets: the auditor token printed there is one
         # the gateway accepts, and the key set is the deployment's, not a new data directory's beside the first
         token = subprocess.run([sys.executable, "-c", CHILD, "token", "--auditor"], env=bare, cwd=below,
@@ -109,6 +113,7 @@ def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: s
         output, _ = up.communicate(timeout=30)
     assert "Almanac is up" in output and "Auditor token:" in output
     assert "HTTP Request" not in output  # the health polling until ready is silent, even at INFO
+    assert not password or password not in output  # `up` names its Redis with the password masked
     assert up.returncode == 0, output
     assert not any(pid_alive(pid) for pid in children)
     assert read_up_file(data_dir) is None

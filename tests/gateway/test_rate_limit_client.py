@@ -28,20 +28,20 @@ def redis_clients() -> int:
     return sum(isinstance(thing, aioredis.Redis | aioredis.RedisCluster) for thing in gc.get_objects())
 
 
-def node_addresses(url: str, cluster: bool) -> list[tuple[str, int]]:
-    """Every server behind ``url``: the one, or each node of the Cluster."""
+def node_addresses(url: str, cluster: bool) -> list[tuple[str, int, str | None]]:
+    """Every server behind ``url``: the one, or each node of the Cluster (host, port, the URL's password)."""
     if not cluster:
         parsed = redis.Redis.from_url(url).connection_pool.connection_kwargs
-        return [(parsed["host"], parsed["port"])]
+        return [(parsed["host"], parsed["port"], parsed.get("password"))]
     with redis.RedisCluster.from_url(url) as observer:
-        return [(node.host, int(node.port)) for node in observer.get_nodes()]
+        return [(node.host, int(node.port), None) for node in observer.get_nodes()]
 
 
-def connections(nodes: list[tuple[str, int]]) -> int:
+def connections(nodes: list[tuple[str, int, str | None]]) -> int:
     """The client connections those servers hold now, the observer's own left out (CLIENT LIST)."""
     total = 0
-    for host, port in nodes:
-        with redis.Redis(host=host, port=port) as node:
+    for host, port, password in nodes:
+        with redis.Redis(host=host, port=port, password=password) as node:
             total += len(node.client_list()) - 1
     return total
 

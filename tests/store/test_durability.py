@@ -34,10 +34,9 @@ def primary_and_replica() -> Iterator[tuple[str, str]]:
         primary = EmbeddedRedis(Path(data_dir) / "primary", persist=False).start()
         replica = EmbeddedRedis(Path(data_dir) / "replica", persist=False).start()
         try:
-            host_port = primary.url.split("://", 1)[1].split("/", 1)[0]
-            host, port = host_port.rsplit(":", 1)
             follower = redis.Redis.from_url(replica.url)
-            follower.execute_command("REPLICAOF", host, port)
+            follower.config_set("masterauth", primary.password)  # each embedded server has a password of its own
+            follower.execute_command("REPLICAOF", "127.0.0.1", primary.port)
             deadline = time.monotonic() + 20
             while follower.info("replication").get("master_link_status") != "up":
                 assert time.monotonic() < deadline, "the replica did not connect"
