@@ -263,7 +263,11 @@ def test_answers_not_ready_in_time_are_followed_to_the_end(live: tuple[str, str,
         creating = threading.Thread(target=lambda: created.append(client.create_room(
             "realm", "alice", room="py-pending", options={"players": ["alice", "bob"]})))
         creating.start()
-        time.sleep(2.0)
+        # until the client has been answered 202 at least once (it then rides them out), at most the 2 s this
+        # story used to sleep: the engine comes back only once the client is riding out a 202, as before
+        deadline = time.monotonic() + 2.0
+        while not any(status == 202 for status, _ in list(transport.answers)) and time.monotonic() < deadline:
+            time.sleep(0.02)
         stack.start("engine")  # and the engine comes back
         creating.join(60)
         [alice] = created
