@@ -17,6 +17,7 @@ store (storage/redis_store.py) hides the difference of its writes:
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -106,6 +107,14 @@ class CommandStreams:
         except ResponseError as error:
             if "BUSYGROUP" not in str(error):
                 raise
+
+    async def stuck(self, shards: list[int], idle_ms: int) -> list[int]:
+        """Those of ``shards`` whose group holds an entry delivered at least ``idle_ms`` ago and not acknowledged (to
+        any consumer): a delivery nobody is deciding, which only a takeover replays."""
+        found = await asyncio.gather(*(self.client.xpending_range(self.names[shard], GROUP, "-", "+", 1, idle=idle_ms)
+                                       for shard in shards), return_exceptions=True)
+        return [shard for shard, pending in zip(shards, found, strict=True)
+                if pending and not isinstance(pending, BaseException)]
 
     async def claim_pending(self, shard: int) -> int:
         """Claim for this consumer every entry pending in the shard's group; how many."""

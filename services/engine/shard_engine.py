@@ -237,7 +237,7 @@ class Engine:
         self.housekeeping = Housekeeping(client, self.keys, self.store, lambda: self.leases.held,
                                          self.leases.safely_held, self._stopping, self.metrics, self.log,
                                          config.stream_retain_ms, config.clock, self.service.loader.cached,
-                                         self.loaders, call_many)
+                                         self.loaders, call_many, self.streams.stuck, self._take_over_stuck)
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
         self.inbox = Inbox()
@@ -682,6 +682,15 @@ class Engine:
         if self._ahead is not None:
             self._needs_takeover.update(shard for shard, _, _ in self._ahead.entries)
             self._ahead = None
+
+    def _take_over_stuck(self, shard: int) -> None:
+        """A held shard's group holds an entry nobody is deciding (``Housekeeping``'s look): take it over, which
+        replays it, unless a takeover is already asked for or under way (it replays it then)."""
+        if shard in self._needs_takeover:
+            return
+        self.log.warning("shard.pending_stuck", shard=shard)
+        self.metrics.count("pending_stuck")
+        self._needs_takeover.add(shard)
 
     async def _take_over_due(self, held: list[int]) -> list[int]:
         """Take over the held shards that need it (group, pending claimed, backlog replayed); the shards ready

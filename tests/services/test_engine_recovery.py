@@ -13,9 +13,12 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 from engine_process_helper import register_test_rulesets
-from engine_test_support import KEYS, send, wait_for
+from engine_test_support import KEYS, record, send, wait_for
 from redis.exceptions import ResponseError
 
+from almanac.events import codec
+from almanac.services.bus import COMMAND_FIELD
+from almanac.services.engine.housekeeping import STUCK_AFTER_MS, STUCK_EVERY_S
 from almanac.services.engine.shard_engine import GROUP, Engine, EngineConfig
 from almanac.storage.redis_errors import stream_vanished
 from almanac.storage.redis_store import RedisEventStore
@@ -71,3 +74,32 @@ async def test_a_read_of_a_deleted_stream_is_a_vanished_stream_not_an_engine_fai
 
 async def _blocked_clients(client: aioredis.Redis) -> bool:
     return int((await client.info("clients"))["blocked_clients"]) > 0
+
+
+async def test_an_entry_delivered_to_nobody_deciding_it_is_taken_over_and_decided(redis_client: aioredis.Redis) -> None:
+    """Given an engine holding every shard, its room created, when the room's next command is delivered from the
+    stream to a read nobody will answer (a read given up or cancelled after Redis ran it: the delivery stands, the
+    entry pending, and a read of new entries never hands it out again), then the engine finds the entry stuck, takes
+    the shard over, which replays it, and the command is decided once with nothing left pending. It stayed pending
+    for good before (the Cluster failover story's "entries left pending", 1 of about 40 runs)."""
+    engine = Engine(redis_client, EngineConfig(name="unsticks", shards=ALL_SHARDS, lease_ms=800))
+    await engine.start()
+    try:
+        room = "stuck-delivery"
+        stream = KEYS.command_stream(KEYS.shard(room))
+        assert (await send(redis_client, room, "ann", {"kind": "create_room", "ruleset": "counter"}, "c1")).accepted
+
+        async with redis_client.pipeline(transaction=True) as pipe:  # delivered before the engine's read sees it
+            pipe.xadd(stream, {COMMAND_FIELD: codec.encode(record(room, "ann", {"kind": "join_room"}, "c2"))})
+            pipe.xreadgroup(GROUP, "a-read-given-up", {stream: ">"}, count=1)
+            _, delivered = await pipe.execute()
+        assert delivered and len(delivered[0][1]) == 1
+
+        store = RedisEventStore(redis_client)
+        await wait_for(lambda: store.outcome(room, "c2"), what="the stuck command decided", timeout_s=STUCK_AFTER_MS
+                       / 1000 + 3 * STUCK_EVERY_S + 5)
+        assert [envelope.command_id for envelope in await store.read(room)] == ["c1", "c2"]
+        assert (await redis_client.xpending(stream, GROUP))["pending"] == 0
+        assert engine.metrics.totals["pending_stuck"] >= 1
+    finally:
+        await engine.stop()
