@@ -73,8 +73,6 @@ def queue_update(pipe: Any, keys: Keys, shard: int, update: RoomUpdate,
             pipe.zadd(board, {leaderboard_member(p, room): s for p, s in update.scores.items()})
         if update.dropped_players:
             pipe.zrem(board, *(leaderboard_member(p, room) for p in update.dropped_players))
-        if update.unranked:
-            pipe.sadd(keys.unranked(shard), room)
     for name, row in update.rows.items():
         if every or name in models:
             pipe.hset(keys.model_rows(shard, name), room, encode_json(row))

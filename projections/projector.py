@@ -6,6 +6,7 @@ import asyncio
 import os
 import socket
 import time
+from collections import OrderedDict
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -15,10 +16,10 @@ from redis.exceptions import RedisError
 
 from almanac.events import codec
 from almanac.events.errors import CorruptEventError, RulesNotInstalledError
-from almanac.events.room import RoomState
+from almanac.events.room import RoomCreated, RoomState, manifest_of
 from almanac.events.step import advance
 from almanac.projections.model_writes import COMMIT_SCRIPT, JoinedWrites, encode_json, queue_update, text
-from almanac.projections.read_model_rows import RoomUpdate, project_room
+from almanac.projections.read_model_rows import RoomUpdate, created_in, project_room
 from almanac.projections.rebuild import rebuild_shard
 from almanac.storage.keys import projector_heartbeat_key, projector_stats_key, projectors_key
 from almanac.storage.loader import RoomLoader
@@ -111,6 +112,9 @@ class Projector:
         self._paused_until: dict[int, float] = {}
         self._pause_s: dict[int, float] = {}
         self._failures: list[Exception] = []  # of the last batch (drain raises the first)
+        # Each room's ``room.created`` (its setup decides whether the room ranks: read_model_rows.leaderboard_scores),
+        # kept from the batch that held it, else read once (a room whose creation this process did not project).
+        self._creations: OrderedDict[str, RoomCreated | None] = OrderedDict()
 
     # --- cursors and cached states -----------------------------------------------------------
 
@@ -357,8 +361,10 @@ class Projector:
             for staging in (staged, before, events, hashes):
                 staging.pop(room, None)
         updates: dict[int, list[RoomUpdate]] = {shard: [] for shard in batches if shard not in failed}
+        creations = await self._created(staged, events)
         for room in staged:
-            updates[self.keys.shard(room)].append(project_room(before[room], staged[room], events[room]))
+            updates[self.keys.shard(room)].append(project_room(before[room], staged[room], events[room],
+                                                               creations.get(room)))
         # Rooms whose rows stand at exactly the state this batch starts from: what those rows' writes put in place
         # and the batch did not change is not written again (model_writes.queue_update).
         follows = {room for room, state in before.items()
@@ -375,6 +381,32 @@ class Projector:
         self.batches += 1
         self.last_batch_at_ms = int(time.time() * 1000)
         return applied, moved
+
+    async def _created(self, staged: dict[str, RoomState], events: dict[str, list]) -> dict[str, RoomCreated | None]:
+        """The ``room.created`` of each staged room whose rules judge setups (a manifest's ``ranks``; not a fork's,
+        nor a challenge room's: those never rank): from its batch, this process's record, or one read of its
+        version 1 (all such reads gathered)."""
+        found: dict[str, RoomCreated | None] = {}
+        missing = []
+        for room, state in staged.items():
+            if state.fork is not None or state.challenge is not None or manifest_of(state).ranks is None:
+                continue
+            created = created_in(events[room]) if room not in self._creations else self._creations[room]
+            if created is None and room not in self._creations:
+                missing.append(room)
+                continue
+            found[room] = created
+        if missing:
+            firsts = await asyncio.gather(*(self.store.read(room, 1, 1) for room in missing))
+            for room, first in zip(missing, firsts, strict=True):
+                event = codec.decode_event(first[0]) if first else None
+                found[room] = event if isinstance(event, RoomCreated) else None
+        for room, created in found.items():
+            self._creations[room] = created
+            self._creations.move_to_end(room)
+        while len(self._creations) > self.cache_size:
+            self._creations.popitem(last=False)
+        return found
 
     async def _commit(self, shard: int, updates: list[RoomUpdate], last_id: str) -> None:
         """One shard's model rows and its new checkpoint in one script, if the checkpoint is still ours."""

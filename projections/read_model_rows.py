@@ -33,9 +33,6 @@ class RoomUpdate(msgspec.Struct, kw_only=True):
     dropped_players: tuple[str, ...] = ()
     # ``scores`` are the room's scores before the update too (the projector then need not write them again).
     scores_unchanged: bool = False
-    # The room's recorded setup departs from the standard game (its manifest's ``ranks``): it never ranks (it joins
-    # the shard's unranked rooms, beside imports and copies, which every leaderboard leaves out).
-    unranked: bool = False
     # The rule-set's read models: model name -> the room's row (per-room models) ...
     rows: dict[str, dict[str, Any]] = {}
     # ... or model name -> (version, row) of each new event's rows (ledgers).
@@ -65,39 +62,46 @@ def room_listing(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in summary.items() if k not in ("scores", "resources", "end_reason")}
 
 
-def leaderboard_scores(state: RoomState) -> dict[str, int]:
-    """This room's contribution to its rule-set's leaderboard: each seated player's current public score, a seat
-    nobody has joined none (none from a sandbox fork: what-if games never rank; none from a challenge room: its
-    public seed makes every roll predictable by design, docs/dice.md)."""
+def leaderboard_scores(state: RoomState, created: room_rules.RoomCreated | None = None) -> dict[str, int]:
+    """This room's contribution to its rule-set's leaderboard: each seated player's current public score, once
+    every seat is taken (a seat nobody took is a starting score and, in realm, a city nobody defends). None from a
+    sandbox fork (what-if games never rank), a challenge room (its public seed makes every roll predictable by
+    design, docs/dice.md), nor a room whose creation ``created`` (its ``room.created``, when known) set up otherwise
+    than the standard game (its manifest's ``ranks``): their scores do not compare."""
     if state.fork is not None or state.challenge is not None:
         return {}
+    ranks = room_rules.manifest_of(state).ranks
+    if created is not None and ranks is not None and not ranks(created.setup):
+        return {}
+    decider = room_rules.decider_of(state)
     seated = set(state.players)
-    return {player: int(score) for player, score in room_rules.decider_of(state).public_scores(state.game).items()
-            if player in seated}
+    if not seated.issuperset(decider.seats(state.game)):
+        return {}
+    return {player: int(score) for player, score in decider.public_scores(state.game).items() if player in seated}
 
 
-def departs_from_standard(after: RoomState, events: list[tuple[Envelope, Any]]) -> bool:
-    """Whether ``events`` hold the room's creation (its version 1) with a setup its manifest says does not rank."""
-    ranks = room_rules.manifest_of(after).ranks
-    if ranks is None or after.fork is not None:
-        return False
-    return any(envelope.version == 1 and isinstance(event, room_rules.RoomCreated) and not ranks(event.setup)
-               for envelope, event in events)
+def created_in(events: list[tuple[Envelope, Any]]) -> room_rules.RoomCreated | None:
+    """The room's ``room.created`` when ``events`` hold its version 1."""
+    return next((event for envelope, event in events
+                 if envelope.version == 1 and isinstance(event, room_rules.RoomCreated)), None)
 
 
 def project_room(
-    before: RoomState | None, after: RoomState, events: list[tuple[Envelope, Any]]
+    before: RoomState | None, after: RoomState, events: list[tuple[Envelope, Any]],
+    created: room_rules.RoomCreated | None = None,
 ) -> RoomUpdate:
-    """The read-model update for a room that went from ``before`` to ``after`` through ``events``.
+    """The read-model update for a room that went from ``before`` to ``after`` through ``events``; ``created``: the
+    room's ``room.created`` (found in ``events`` when they start the room; the projector reads it otherwise).
 
-    State-derived models depend only on ``after``, so any batching of the same events (live or a
-    rebuild) ends in the same rows.
+    State-derived models depend only on ``after`` and the room's creation, so any batching of the same events (live
+    or a rebuild) ends in the same rows.
     """
     updated_at_ms = events[-1][0].server_time_ms if events else after.created_at_ms
     summary = room_summary(after, updated_at_ms)
-    unranked = departs_from_standard(after, events)
-    scores = {} if unranked else leaderboard_scores(after)
-    # A fork's ``before`` at its version 1 is its parent's state: never the fork's own entries.
+    created = created or created_in(events)
+    scores = leaderboard_scores(after, created)
+    # A fork's ``before`` at its version 1 is its parent's state: never the fork's own entries. (Entries written
+    # before a room was judged as it is now, e.g. by an earlier release, are in ``previous`` and leave.)
     previous = leaderboard_scores(before) if before is not None and before.room == after.room else {}
     rows: dict[str, dict[str, Any]] = {}
     ledgers: dict[str, list[tuple[int, dict[str, Any]]]] = {}
@@ -123,7 +127,6 @@ def project_room(
         scores=scores,
         dropped_players=tuple(sorted(set(previous) - set(scores))),
         scores_unchanged=before is not None and before.room == after.room and previous == scores,
-        unranked=unranked,
         rows=rows,
         ledgers=ledgers,
     )

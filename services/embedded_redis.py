@@ -97,11 +97,13 @@ class EmbeddedRedis:
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def _private_data_dir(self) -> None:
-        """The data directory, created 0700, or made 0700 when an earlier run (or the operator) left it open to
-        others: nobody else may enter it (the AOF, the archive, the password, the secrets)."""
+        """The data directory, created 0700, or made 0700 when an earlier run left it open to others: nobody else may
+        enter it (the AOF, the archive, the password, the secrets). A directory that holds no embedded Redis's files
+        (a shared one ALMANAC_DATA_DIR names) is not changed: the files written in it are its user's only."""
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if self.data_dir.stat().st_mode & 0o077:
+            ours = any((self.data_dir / name).exists() for name in ("appendonlydir", "redis.running", PASSWORD_FILE))
+            if self.data_dir.stat().st_mode & 0o077 and (ours or not any(self.data_dir.iterdir())):
                 os.chmod(self.data_dir, 0o700)
         except OSError as error:
             raise EmbeddedRedisError(f"cannot make the data directory {self.data_dir} private (0700): {error}") \

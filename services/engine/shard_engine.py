@@ -37,7 +37,7 @@ from almanac.storage.base import CommandLimited, Counted, Receipt
 from almanac.storage.command_streams import GROUP, CommandStreams, Entry, command_streams
 from almanac.storage.keys import engine_heartbeat_key, engine_stats_key, engines_key, legacy_engine_stats_key
 from almanac.storage.loader import RoomLoader
-from almanac.storage.process_registry import queue_beat_fields
+from almanac.storage.process_registry import REGISTRY_FIELDS, queue_beat_fields
 from almanac.storage.redis_errors import INFRASTRUCTURE_ERRORS, redis_failure, refuses_writes, stream_vanished
 from almanac.storage.redis_store import RedisEventStore
 
@@ -107,16 +107,23 @@ def heartbeat_ttl_ms(lease_ms: int) -> int:
 
 
 async def adopt_legacy_stats(client: Any, name: str, prefix: str) -> bool:
-    """Move an engine's counters from where they were kept before (``legacy_engine_stats_key``) to its stats key, once:
-    copied only while the new key does not exist (a start cut short after the copy finds it there and only deletes
-    the old), so no count is added twice. Whether there was anything to adopt."""
+    """Add an engine's counters kept where they were before (``legacy_engine_stats_key``) to its stats key, then delete
+    the old key: added, not copied, since the new key may hold counts already (an engine whose adoption at start
+    failed, Redis away, beat on; an older engine of the same name counted into the old key during a rolling
+    upgrade). A start cut short between the adding and the deletion adds them again at its next start (two keys on
+    a Cluster's two slots: no one step holds both). Whether there was anything to adopt."""
     legacy = legacy_engine_stats_key(name, prefix)
     held = await client.hgetall(legacy)
     if not held:
         return False
     stats = engine_stats_key(name, prefix)
-    if not await client.exists(stats):
-        await client.hset(stats, mapping=held)
+    counts = {field: int(value) for field, value in held.items()
+              if (field.decode() if isinstance(field, bytes) else field) not in (*REGISTRY_FIELDS, "shards_held")
+              and value.lstrip(b"-").isdigit()}
+    async with client.pipeline(transaction=False) as pipe:
+        for field, amount in counts.items():
+            pipe.hincrby(stats, field, amount)
+        await pipe.execute()
     await client.delete(legacy)
     return True
 

@@ -190,9 +190,9 @@ async def room_verification(request: Request, room: str = RoomId) -> Response:
 
 
 @router.get("/leaderboards/{ruleset}", summary="The best scores of a rule-set across rooms (projection)",
-            description="Each player's best current public score over the rule-set's rooms. Only seated players "
-            "of rooms played as the standard game rank: never a seat nobody took, a sandbox fork, a challenge room "
-            "(its seed is public), an imported room or copy, nor a room whose creator set it up otherwise (its "
+            description="Each player's best current public score over the rule-set's rooms. A room ranks once every "
+            "seat is taken, and only when played as the standard game: never a sandbox fork, a challenge room (its "
+            "seed is public), an imported room or copy, nor a room whose creator set it up otherwise (its "
             "manifest's `ranks`: a chosen stock, position, variant or length), whose scores do not compare.")
 async def leaderboard(request: Request, ruleset: str, limit: int = Query(20, ge=1, le=1000)) -> Response:
     gw = gateway(request)

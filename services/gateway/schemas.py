@@ -41,7 +41,9 @@ _COMMAND_ID = re.compile(COMMAND_ID_PATTERN)
 def checked_idempotency_key(value: str | None) -> str | None:
     """An Idempotency-Key header held to the body's ``command_id`` schema: 422 ``invalid_idempotency_key`` (nothing
     done) for one that is not (a header of other bytes, read as Latin-1, fails it too)."""
-    if value is None or _COMMAND_ID.match(value):
+    if not value:  # absent, or sent empty: no key (as the command path's own reading has it)
+        return None
+    if _COMMAND_ID.match(value):
         return value
     raise ApiError(422, "invalid_idempotency_key", "Idempotency-Key is a command id: 1-100 of A-Z a-z 0-9 _ . : -",
                    "Idempotency-Key")

@@ -92,18 +92,21 @@ async def test_the_leaderboard_keeps_each_players_best_room_and_follows_falling_
 
 
 async def test_no_room_a_creator_set_up_to_win_and_no_seat_nobody_took_ranks(redis_client, service):
-    """Given a standard realm room where only alice joined, and rooms whose creators chose what the standard game
-    does not let them (a sectors colony with a billion victory points in stock, a realm whose cities start rich, a
+    """Given a standard realm room of alice and bob, one where only dave joined (erin's seat empty), a standard sectors colony and a standard
+    board map of carol's, and rooms whose creators chose what the standard game does not let them (a sectors colony with a billion victory points in stock, a realm whose cities start rich, a
     board map with the mountain bonus), each played a little, when the projector projects them and when a rebuild
     does, then each leaderboard lists only alice: an outsider put a chosen score at the top of the public board, and
     a seat nobody took ranked at its starting score (issue 28's acceptance review)."""
     rich = {"players": ["mallory", "mal2"], "starting_stock": {"gold": 999_999_999}}
     colony = {"setup": {"stock": {"victory_points": 999_999_999},
                         "sectors": [{"row": 0, "column": 0, "type": "prairie", "population": 5}]}}
-    await open_room(service, "lb-standard", "realm", ["alice"], options={"players": ["alice", "bob"]})
+    await open_room(service, "lb-standard", "realm", ["alice", "bob"], options={"players": ["alice", "bob"]})
+    await open_room(service, "lb-empty-seat", "realm", ["dave"], options={"players": ["dave", "erin"]})
     await open_room(service, "lb-rich", "realm", ["mallory", "mal2"], options=rich)
     await open_room(service, "lb-colony", "sectors", ["mallory"], options=colony)
     await open_room(service, "lb-bonus", "board", ["mallory"], options={"mountain_bonus": True})
+    await open_room(service, "lb-colony-standard", "sectors", ["carol"])
+    await open_room(service, "lb-map-standard", "board", ["carol"])
     for room, ruleset, players in (("lb-rich", "realm", ["mallory", "mal2"]), ("lb-colony", "sectors", ["mallory"]),
                                    ("lb-bonus", "board", ["mallory"])):
         await play(service, room, ruleset, 6, players)
@@ -112,8 +115,23 @@ async def test_no_room_a_creator_set_up_to_win_and_no_seat_nobody_took_ranks(red
     models = ReadModels(redis_client, SHARDS)
     boards = {ruleset: await models.leaderboard(ruleset) for ruleset in ("realm", "sectors", "board")}
 
-    assert [(row["player"], row["room"]) for row in boards["realm"]] == [("alice", "lb-standard")], boards
-    assert boards["sectors"] == [] and boards["board"] == [], boards
+    assert {(row["player"], row["room"]) for row in boards["realm"]} == {("alice", "lb-standard"),
+                                                                         ("bob", "lb-standard")}, boards
+    assert [(row["player"], row["room"]) for row in boards["sectors"]] == [("carol", "lb-colony-standard")], boards
+    assert [(row["player"], row["room"]) for row in boards["board"]] == [("carol", "lb-map-standard")], boards
+    # and nothing of the others is kept on the boards to be filtered out (no entry, no unranked mark)
+    keys = Keys(SHARDS)
+    members = [m for s in range(SHARDS) for r in ("realm", "sectors", "board")
+               for m in await redis_client.zrange(keys.leaderboard(s, r), 0, -1)]
+    assert not [m for m in members if b"mallory" in m or b"mal2" in m or b"dave" in m], members
+    assert not [r for s in range(SHARDS) for r in await redis_client.smembers(keys.unranked(s))]
+
+    # When the cheaters play on, each batch projected by a projector that never saw the rooms created, and when a
+    # rebuild projects them again, then the boards stay as they are
+    for room, ruleset, players in (("lb-rich", "realm", ["mallory", "mal2"]), ("lb-colony", "sectors", ["mallory"])):
+        await play(service, room, ruleset, 4, players, start_ms=90_000, first_move=6)
+        await projector(redis_client).drain()
+        assert {r: await models.leaderboard(r) for r in boards} == boards
     await rebuild(redis_client, SHARDS)
     assert {ruleset: await models.leaderboard(ruleset) for ruleset in boards} == boards
 

@@ -338,7 +338,7 @@ export interface paths {
         };
         /**
          * The best scores of a rule-set across rooms (projection)
-         * @description Each player's best current public score over the rule-set's rooms. Only seated players of rooms played as the standard game rank: never a seat nobody took, a sandbox fork, a challenge room (its seed is public), an imported room or copy, nor a room whose creator set it up otherwise (its manifest's `ranks`: a chosen stock, position, variant or length), whose scores do not compare.
+         * @description Each player's best current public score over the rule-set's rooms. A room ranks once every seat is taken, and only when played as the standard game: never a sandbox fork, a challenge room (its seed is public), an imported room or copy, nor a room whose creator set it up otherwise (its manifest's `ranks`: a chosen stock, position, variant or length), whose scores do not compare.
          */
         get: operations["leaderboard_leaderboards__ruleset__get"];
         put?: never;

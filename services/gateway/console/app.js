@@ -981,8 +981,9 @@ function RoomPage({ room }) {
     if (seat || !kept) return;
     reclaimSeat(room, kept).then((a) => { if (a.seat) { setSeatState(a.seat); if (!auditor) setViewer(a.seat.player); } });
   }, [room]);
-  // A seat taken on this page (a join, a seat key pasted): the room is shown as that player sees it, as when the
-  // page is opened with the seat (the auditor can still choose another view).
+  // A seat taken on this page (a join, a seat key pasted): the room is shown as that player sees it, the auditor's
+  // page too (who just took a seat wants to see it; "view as" still offers the full state). A page opened with a
+  // seat kept shows it so only without an auditor token (above).
   const takeSeat = (s) => { setSeatState(s); setViewer(s.player); };
   const token = viewer === "" ? auditor : auditor || (seat && seat.token);
   const readToken = auditor || (seat && seat.token);
