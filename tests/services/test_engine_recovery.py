@@ -9,6 +9,8 @@ traceback, a failed round towards stepping aside) instead of a vanished stream (
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
@@ -27,26 +29,32 @@ register_test_rulesets()
 ALL_SHARDS = list(range(16))
 
 
+@contextlib.asynccontextmanager
+async def engine_with_a_room(client: aioredis.Redis, name: str, room: str) -> AsyncIterator[tuple[Engine, str]]:
+    """An engine ``name`` holding every shard, ``room`` (counter) created through it: (the engine, the room's command
+    stream); the engine stopped after."""
+    engine = Engine(client, EngineConfig(name=name, shards=ALL_SHARDS, lease_ms=800))
+    await engine.start()
+    try:
+        assert (await send(client, room, "ann", {"kind": "create_room", "ruleset": "counter"}, "c1")).accepted
+        yield engine, KEYS.command_stream(KEYS.shard(room))
+    finally:
+        await engine.stop()
+
+
 async def test_a_command_stream_deleted_under_the_engine_is_set_up_again_and_its_next_command_answered(
         redis_client: aioredis.Redis) -> None:
     """Given an engine holding every shard that has answered a command, when that command's stream is deleted
     (its consumer group with it: the read blocked on it fails UNBLOCKED, every later read NOGROUP), then the engine
     creates the group again and answers the room's next command, and the room's log is whole."""
-    engine = Engine(redis_client, EngineConfig(name="recovers", shards=ALL_SHARDS, lease_ms=800))
-    await engine.start()
-    try:
-        room = "vanishing-stream"
-        stream = KEYS.command_stream(KEYS.shard(room))
-        assert (await send(redis_client, room, "ann", {"kind": "create_room", "ruleset": "counter"}, "c1")).accepted
-
+    room = "vanishing-stream"
+    async with engine_with_a_room(redis_client, "recovers", room) as (_, stream):
         await redis_client.delete(stream)
         await wait_for(lambda: _group_exists(redis_client, stream), what="the engine's group created again")
 
         joined = await send(redis_client, room, "ann", {"kind": "join_room"}, "c2")
         assert joined.accepted and joined.last_version == 2
         assert [envelope.command_id for envelope in await RedisEventStore(redis_client).read(room)] == ["c1", "c2"]
-    finally:
-        await engine.stop()
 
 
 async def _group_exists(client: aioredis.Redis, stream: str) -> bool:
@@ -82,13 +90,8 @@ async def test_an_entry_delivered_to_nobody_deciding_it_is_taken_over_and_decide
     entry pending, and a read of new entries never hands it out again), then the engine finds the entry stuck, takes
     the shard over, which replays it, and the command is decided once with nothing left pending. It stayed pending
     for good before (the Cluster failover story's "entries left pending", 1 of about 40 runs)."""
-    engine = Engine(redis_client, EngineConfig(name="unsticks", shards=ALL_SHARDS, lease_ms=800))
-    await engine.start()
-    try:
-        room = "stuck-delivery"
-        stream = KEYS.command_stream(KEYS.shard(room))
-        assert (await send(redis_client, room, "ann", {"kind": "create_room", "ruleset": "counter"}, "c1")).accepted
-
+    room = "stuck-delivery"
+    async with engine_with_a_room(redis_client, "unsticks", room) as (engine, stream):
         async with redis_client.pipeline(transaction=True) as pipe:  # delivered before the engine's read sees it
             pipe.xadd(stream, {COMMAND_FIELD: codec.encode(record(room, "ann", {"kind": "join_room"}, "c2"))})
             pipe.xreadgroup(GROUP, "a-read-given-up", {stream: ">"}, count=1)
@@ -101,5 +104,3 @@ async def test_an_entry_delivered_to_nobody_deciding_it_is_taken_over_and_decide
         assert [envelope.command_id for envelope in await store.read(room)] == ["c1", "c2"]
         assert (await redis_client.xpending(stream, GROUP))["pending"] == 0
         assert engine.metrics.totals["pending_stuck"] >= 1
-    finally:
-        await engine.stop()
