@@ -26,6 +26,7 @@ from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
 
 board_rules = game_module("board@1", "rules")
 BoardState = game_module("board@1", "state").BoardState
+MOUNTAIN = game_module("board@1", "data").MOUNTAIN
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = [
@@ -496,9 +497,15 @@ def test_a_player_sees_the_current_element_and_where_the_typed_move_lands(page, 
         assert "preview" in board.get_by_label(f"row {row} column {column}:").get_attribute("class")
     assert board.locator(".cell.preview.blocked").count() == 0
     page.screenshot(path=shots / "15-board-preview.png", full_page=True)
-    # When the anchor is moved onto the mountain at row 1, column 1
-    page.locator("#cmd-row").fill("1")
-    page.locator("#cmd-column").fill("1")
+    # When the anchor is moved to where the same orientation covers a mountain (an anchor of its own: with some
+    # shapes the anchor's cell is empty, so the anchor on a mountain would not always cover it)
+    onto_mountain = next(
+        move for move, cells in board_rules.in_map_placements(board_rules.current_element(state))
+        if (move.rotation, move.mirror) == (legal.rotation, legal.mirror)
+        and any(state.board[row][column] == MOUNTAIN for row, column in cells)
+    )
+    page.locator("#cmd-row").fill(str(onto_mountain.row))
+    page.locator("#cmd-column").fill(str(onto_mountain.column))
     # Then the preview says the move would be refused, before it is sent
     page.get_by_test_id("preview-blocked").wait_for()
     assert board.locator(".cell.preview.blocked").count() >= 1
