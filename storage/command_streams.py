@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -70,13 +69,6 @@ class CommandStreams:
         # re-reads it), and shards whose read failed alone (a Cluster node), with the failure.
         self.orphaned: set[int] = set()
         self.failed: dict[int, BaseException] = {}
-        # What rides along with a send when due (the engine's counters): due(), then queue(pipeline).
-        self._extra_due: Callable[[], bool] = lambda: False
-        self._queue_extra: Callable[[Any], None] = lambda pipe: None
-
-    def send_also(self, due: Callable[[], bool], queue: Callable[[Any], None]) -> None:
-        """Queue ``queue(pipeline)`` in the sends made while ``due()``."""
-        self._extra_due, self._queue_extra = due, queue
 
     def shard_of(self, stream: str | bytes) -> int:
         return self._shard_of_name[stream]  # every stream read is one of ``self.names``
@@ -203,7 +195,7 @@ class OneRedisStreams(CommandStreams):
             # The read that left with the last batch's last write: its reply is all that is awaited.
             return await self.read_in_flight(held)
         streams = self._read_streams(held)[0]
-        if self.unsent or self._extra_due():
+        if self.unsent:
             async with self.client.pipeline(transaction=False) as pipe:
                 self._queue_done(pipe)
                 pipe.xreadgroup(GROUP, self.consumer, streams, count=self.batch_size, block=self.block_ms)
@@ -263,8 +255,6 @@ class OneRedisStreams(CommandStreams):
             pipe.execute_command("PUBLISH", channel, message)
         for shard, ids in self.acks.items():
             pipe.xack(self.names[shard], GROUP, *ids)
-        if self._extra_due():
-            self._queue_extra(pipe)
 
     async def _send_pipeline(self) -> None:
         async with self.client.pipeline(transaction=False) as pipe:
@@ -278,7 +268,7 @@ class OneRedisStreams(CommandStreams):
         return False
 
     async def after_batch(self, read_ahead: bool) -> bool:
-        if (self._connection.reading is not None or read_ahead) and (self.unsent or self._extra_due()):
+        if (self._connection.reading is not None or read_ahead) and self.unsent:
             # The next read already left (with the last write): what the scripts did not publish goes now.
             await self._send_pipeline()
         return False
@@ -348,8 +338,6 @@ class ClusterStreams(CommandStreams):
                 pipe.execute_command("PUBLISH", channel, message, **({"target_nodes": node} if node is not None else {}))
             for shard, ids in acks.items():
                 pipe.xack(self.names[shard], GROUP, *ids)
-            if self._extra_due():
-                self._queue_extra(pipe)
             results = await pipe.execute(raise_on_error=False)
         for sent, result in zip(outcomes, results, strict=False):
             if isinstance(result, Exception):

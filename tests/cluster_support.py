@@ -72,8 +72,8 @@ def local_cluster(data_dir: Path, nodes: int = 3) -> Iterator[str]:
 
 
 async def readiness_published(client, name: str) -> bool:  # noqa: ANN001 - any redis-py async client
-    """Whether engine ``name``'s heartbeat says it is ready: the lease loop beats (and renews) at once when the
-    engine first becomes ready, so a story that ages a lease by hand waits for this first."""
+    """Whether engine ``name``'s heartbeat says it is ready (the beat loop beats at once when the engine first
+    becomes ready)."""
     beat = await client.get(engine_heartbeat_key(name))
     return bool(beat) and json.loads(beat)["consumed_ms"] > 0
 
@@ -86,9 +86,9 @@ async def taken_over(engine, *shards: int) -> bool:  # noqa: ANN001 - a shard en
 @contextlib.asynccontextmanager
 async def ready_engine(engine) -> AsyncIterator[None]:  # noqa: ANN001 - a shard engine, not started
     """``engine`` started and ready for a story to break one of its shards: it holds and has taken over every shard
-    of its config, and its readiness beat is published (the lease loop beats and renews at once when the engine
-    first becomes ready: a lease a story ages by hand is aged after that renewal, never restored by it); stopped
-    when the block leaves."""
+    of its config, and its readiness beat is published (the beat loop beats at once when the engine first becomes
+    ready; the leases are renewed a third of a lease after the last renewal, not then); stopped when the block
+    leaves."""
     await engine.start()
     try:
         shards = engine.config.shards

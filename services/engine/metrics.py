@@ -69,6 +69,13 @@ class EngineMetrics:
         self._unflushed.clear()
         return deltas
 
+    def unsent(self, deltas: dict[str, int]) -> None:
+        """``deltas`` (from ``pending_deltas``) could not be written: they go with the next flush (which declares
+        every field again, in case these were the first)."""
+        for field, amount in deltas.items():
+            self._unflushed[field] += amount
+        self._buckets_declared = False
+
     def _pause_totals(self) -> dict[str, int]:
         """Collections by generation, their pauses in microseconds, and cumulative pause buckets (ms), so far."""
         totals: dict[str, int] = {}

@@ -160,7 +160,8 @@ async def require_replica(client: aioredis.Redis) -> None:
 
 
 class Engine:
-    """One engine process: a lease loop (renew, acquire, heartbeat) and a consume loop over held shards."""
+    """One engine process: a lease loop (renew, acquire), a consume loop over held shards and a beat loop (counters,
+    heartbeat)."""
 
     def __init__(self, client: aioredis.Redis, config: EngineConfig, store: RedisEventStore | None = None,
                  write_call: Callable[..., Awaitable[Any]] | None = None, streams: CommandStreams | None = None,
@@ -190,8 +191,8 @@ class Engine:
         self.log = get_logger("almanac.engine", engine=config.name)
         self.dead_letters = DeadLetters(client, self.keys, config.prefix, config.name, self.log)
         self._stopping = asyncio.Event()
-        # Set by the consume loop when the engine has become ready after its start: the lease loop beats at once,
-        # so readiness (consumed_ms) is published now rather than at the next beat, a third of a lease later.
+        # Set by the consume loop when the engine has become ready after its start: the beat loop beats at once,
+        # so readiness (consumed_ms) is published now rather than at the next beat (METRICS_FLUSH_S later).
         # (Not after each Redis failure: a failing node would make it beat at the pace of the failures.)
         self._ready_news = asyncio.Event()
         self._needs_takeover = _TakeoverNeeds()
@@ -205,9 +206,6 @@ class Engine:
         # (not with ALMANAC_DURABILITY=replica, nor on a Cluster: RedisEventStore.answers_in_its_write).
         self._receipts = self.store.answers_in_its_write
         self.streams = streams or command_streams(client, self.keys, config.name, config.batch_size, config.block_ms)
-        # The counters ride along with the outcomes and acknowledgements when due.
-        self.streams.send_also(self._metrics_due, self._queue_metrics_now)
-        self._metrics_flushed_at = 0.0
         # Readiness, published in the heartbeat (epoch ms; 0 = not yet): the last Redis failure either loop
         # saw, and the last consume round completed with every held shard taken over (group created,
         # pending claimed = writes, then a read). /health trusts an engine only when its round is newer than
@@ -250,6 +248,7 @@ class Engine:
         self._tasks = [
             asyncio.create_task(self._lease_loop(), name="engine-leases"),
             asyncio.create_task(self._consume_loop(), name="engine-consume"),
+            asyncio.create_task(self._beat_loop(), name="engine-beat"),
         ]
         self.housekeeping.start()
 
@@ -259,12 +258,13 @@ class Engine:
         if not self._tasks:  # never started (no shard to hold, or its start failed): nothing taken to give back
             await self.streams.close()
             return
-        leases, consume = self._tasks
+        leases, consume, beat = self._tasks
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await consume
-        leases.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await leases
+        for task in (leases, beat):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         await self.housekeeping.stop()
         await self.streams.close()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
@@ -467,7 +467,6 @@ class Engine:
                     self.log.info("lease.acquired", shard=shard)
                 for shard in lost:
                     self.log.warning("lease.lost", shard=shard)
-                await self._flush_metrics_and_heartbeat(alive=True)
             except (*INFRASTRUCTURE_ERRORS, ResponseError) as error:
                 # Unreachable, or refusing writes (MISCONF, BUSY): the leases lapse meanwhile, and are taken
                 # again once Redis takes writes. This loop must never end while the engine runs.
@@ -478,7 +477,22 @@ class Engine:
                 self.log.exception("lease.unexpected_error")
                 pause = min(interval, LEASE_RETRY_S)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping_or_ready_news(), pause)
+                await asyncio.wait_for(self._stopping.wait(), pause)
+
+    async def _beat_loop(self) -> None:
+        """The engine's counters and heartbeat, every METRICS_FLUSH_S, in a loop of their own: their keys are the
+        engine's, on whichever node holds them, so a node that does not answer (a Cluster primary stopped) holds up
+        these writes only, never the shards' answers or the leases (the counters once rode with the outcomes, and
+        every live shard's answers then waited a socket timeout)."""
+        while not self._stopping.is_set():
+            try:
+                await self._flush_metrics_and_heartbeat(alive=True)
+            except (*INFRASTRUCTURE_ERRORS, ResponseError) as error:
+                self.log.warning("engine.beat_failed", error=f"{type(error).__name__}: {error}")
+            except Exception:  # noqa: BLE001 - a bug: logged, and the beat is tried again
+                self.log.exception("engine.beat_unexpected_error")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping_or_ready_news(), METRICS_FLUSH_S)
 
     async def _stopping_or_ready_news(self) -> None:
         """Return once the engine is stopping or has become ready after its start (``_ready_news``, then cleared)."""
@@ -503,12 +517,15 @@ class Engine:
             "redis_error_ms": self._redis_error_ms,
         }
         prefix = self.config.prefix
+        deltas = self._metrics_deltas()
         async with self.client.pipeline(transaction=False) as pipe:
-            self._queue_metrics(pipe)
-            pipe.hset(engine_stats_key(name, prefix), mapping={"shards_held": len(self.leases.held)})
+            key = engine_stats_key(name, prefix)
+            for field, amount in deltas.items():
+                pipe.hincrby(key, field, amount)
+            pipe.hset(key, mapping={"shards_held": len(self.leases.held)})
             # Its counters before its name: a member without them was forgotten (storage.process_registry; not in
             # order on a Redis Cluster: such a member is taken out and back at its next beat).
-            queue_beat_fields(pipe, engine_stats_key(name, prefix), self.heartbeat_ttl_ms)
+            queue_beat_fields(pipe, key, self.heartbeat_ttl_ms)
             if alive:
                 pipe.set(engine_heartbeat_key(name, prefix), json.dumps(beat), px=self.heartbeat_ttl_ms)
                 pipe.sadd(engines_key(prefix), name)
@@ -518,9 +535,14 @@ class Engine:
                 # since the name first ran, and a restart under it goes on with them.
                 pipe.delete(engine_heartbeat_key(name, prefix))
                 pipe.srem(engines_key(prefix), name)
-            await pipe.execute()
+            try:
+                await pipe.execute()
+            except BaseException:
+                self.metrics.unsent(deltas)  # counted again at the next beat (a repeat of the rest is harmless)
+                raise
 
-    def _queue_metrics(self, pipe) -> None:
+    def _metrics_deltas(self) -> dict[str, int]:
+        """The counters' increments since the last flush, the room service's counts taken in."""
         conflicts, redecided = self.service.conflicts, self.service.redecided
         if conflicts != self._conflicts_seen:
             self.metrics.count("conflicts", conflicts - self._conflicts_seen)
@@ -532,9 +554,7 @@ class Engine:
         if unsaved != self._unsaved_seen:
             self.metrics.count("snapshot_failures", unsaved - self._unsaved_seen)
             self._unsaved_seen = unsaved
-        key = engine_stats_key(self.config.name, self.config.prefix)
-        for field, amount in self.metrics.pending_deltas().items():
-            pipe.hincrby(key, field, amount)
+        return self.metrics.pending_deltas()
 
     # --- consuming ----------------------------------------------------------------------------
 
@@ -955,13 +975,6 @@ class Engine:
         if not self._needs_takeover and (shards is safe or shards == safe):
             return safe
         return [shard for shard in shards if self.leases.holds(shard) and shard not in self._needs_takeover]
-
-    def _metrics_due(self) -> bool:
-        return time.monotonic() - self._metrics_flushed_at >= METRICS_FLUSH_S
-
-    def _queue_metrics_now(self, pipe) -> None:
-        self._metrics_flushed_at = time.monotonic()
-        self._queue_metrics(pipe)
 
     async def _send_done(self) -> None:
         """Publish the outcomes and send the acknowledgements not yet sent (``streams.send_done``): on one Redis

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 from engine_process_helper import register_test_rulesets
-from engine_test_support import KEYS, send, send_nowait, wait_for
+from engine_test_support import KEYS, engine_metrics, send, send_nowait, wait_for
 from structlog.testing import capture_logs
 
 from almanac.services.embedded_redis import EmbeddedRedis
 from almanac.services.engine.lease import RELEASE_SCRIPT, ShardLeases
 from almanac.services.engine.shard_engine import STEP_ASIDE_AFTER, Engine, EngineConfig
-from almanac.storage.keys import lease_key
+from almanac.storage.keys import engine_stats_key, lease_key
 from almanac.storage.redis_store import RedisEventStore
 
 register_test_rulesets()
@@ -261,7 +261,18 @@ async def _holders(client: aioredis.Redis) -> list[str]:
 
 
 class BrokenHeartbeat(Engine):
-    """An engine of a build whose heartbeat fails after every lease renewal (a bug, not Redis)."""
+    """An engine of a build whose lease loop fails after every renewal and whose heartbeat fails every time (bugs,
+    not Redis)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        renew = self.leases.tick
+
+        async def renew_then_fail() -> tuple[list[int], list[int]]:
+            await renew()
+            raise RuntimeError("a bug of this build's lease loop")
+
+        self.leases.tick = renew_then_fail
 
     async def _flush_metrics_and_heartbeat(self, alive: bool) -> None:
         if alive:
@@ -269,16 +280,18 @@ class BrokenHeartbeat(Engine):
         await super()._flush_metrics_and_heartbeat(alive)
 
 
-async def test_a_lease_loop_meeting_a_bug_goes_on_renewing_and_the_engine_goes_on_deciding(
+async def test_a_lease_loop_and_a_beat_meeting_bugs_go_on_and_the_engine_goes_on_deciding(
         client: aioredis.Redis) -> None:
-    """Given an engine whose lease loop fails after each renewal (a bug), when several lease periods pass, then the
-    loop has logged each failure and gone on: the engine still holds every shard and decides a room's commands."""
+    """Given an engine whose lease loop fails after each renewal and whose heartbeat fails each time (bugs), when
+    several lease periods pass, then both loops have logged each failure and gone on: the engine still holds every
+    shard and decides a room's commands."""
     with capture_logs() as logs:
         async with running(BrokenHeartbeat(client, EngineConfig(name="limping", shards=ALL_SHARDS,
                                                                 lease_ms=LEASE_MS))) as engine:
             await wait_for(lambda: holds_every_shard(engine), what="the engine's leases")
             await wait_for(lambda: _async(len(events(logs, "lease.unexpected_error")) >= 5), timeout_s=30,
                            what="the lease loop failing more than a lease period's worth of ticks")
+            assert len(events(logs, "engine.beat_unexpected_error")) >= 2
             assert await holds_every_shard(engine)
             await open_room(client, "limping-room")
             assert await logged_ids(client, "limping-room") == ["create", "join"]
@@ -307,3 +320,31 @@ async def _async(value: object) -> object:
 async def _bgsave_failed(client: aioredis.Redis) -> bool:
     return (await client.info("persistence"))["rdb_last_bgsave_status"] == "err"
 
+
+async def test_an_engine_whose_counters_cannot_be_written_answers_every_command_and_counts_them_later(
+        client: aioredis.Redis) -> None:
+    """Given an engine serving a room, when its counters' hash cannot be written (an operator's stray SET made it a
+    string: WRONGTYPE to every HINCRBY), then every command is still answered, the failed beats are logged, and once
+    the key is mended the counters count every command decided meanwhile: none lost with the failed writes."""
+    with capture_logs() as logs:
+        async with running(engine_on(client, "uncounted", lease_ms=30_000)) as engine:
+            await wait_for(lambda: holds_every_shard(engine), what="the engine's leases")
+            room = "uncounted"
+            await open_room(client, room)
+            await wait_for(lambda: _async(engine.metrics._unflushed.get("commands", 0) == 0),
+                           what="the two commands' counts written")
+            await client.delete(engine_stats_key("uncounted"))
+            await client.set(engine_stats_key("uncounted"), "not a hash")
+
+            for n in range(5):
+                assert (await send(client, room, "ann", {"kind": "add", "amount": 1}, f"add-{n}")).accepted
+            await wait_for(lambda: _seen(logs, "engine.beat_failed"), what="a beat refused")
+            assert "WRONGTYPE" in events(logs, "engine.beat_failed")[0]["error"]
+
+            await client.delete(engine_stats_key("uncounted"))  # the operator's fix
+            await wait_for(lambda: _async_metrics(client, "uncounted", lambda counts: counts.get("commands") == 5),
+                           what="the five commands counted once the key is mended")
+
+
+async def _async_metrics(client: aioredis.Redis, name: str, holds) -> bool:  # noqa: ANN001
+    return holds(await engine_metrics(client, name))
