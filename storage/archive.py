@@ -300,13 +300,23 @@ if pointer then return {-1, pointer} end
 
 
 # KEYS: 1 the room's pointer bucket, 2 the shard's first-layout pointers, 3 the room's nonces. ARGV: 1 room,
-# 2 commitment, 3 nonce. Keeps the nonce only while the room has no pointer, checked in the same step: a room moved
-# after a caller's read gets nothing of it written. Answers the pointer otherwise (the caller decides).
+# 2 commitment, 3 nonce, 4 "1" to keep it beside an idle room's archive too. Keeps the nonce while the room has no
+# pointer, or beside an idle archive when asked, checked in the same step: a room moved (or brought back, finished
+# and archived again) after a caller's read gets nothing of it written. Answers false when kept without a pointer,
+# else {pointer, 1 if kept beside it}. An idle pointer is msgpack's array of six (0x96) whose last item is the str
+# "idle" (0xa4 then its 4 bytes): encode_pointer writes the reason last, and only when not "finished" (Redis's
+# cmsgpack cannot read msgspec's bin items, so the bytes are matched; tests/store/test_archive_idle.py holds it).
 SAVE_NONCE_SCRIPT = """
 local pointer = redis.call('HGET', KEYS[1], ARGV[1]) or redis.call('HGET', KEYS[2], ARGV[1])
-if pointer then return pointer end
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
-return false
+if not pointer then
+  redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+  return false
+end
+if ARGV[4] == '1' and string.byte(pointer, 1) == 150 and string.sub(pointer, -5) == '\\164idle' then
+  redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+  return {pointer, 1}
+end
+return {pointer, 0}
 """
 
 
@@ -423,15 +433,14 @@ class ArchivingStore(RedisEventStore):
         commitment = nonce_commitment(nonce)
         keys = self.keys
         found = await self._save_nonce(keys=[keys.pointer_bucket(room), keys.first_layout_pointers(keys.shard(room)),
-                                             keys.nonces(room)], args=[room, commitment, nonce])
+                                             keys.nonces(room)], args=[room, commitment, nonce, int(beside_idle)])
         if found is None:
             return commitment
-        pointer = self._met(room, decode_pointer(room, found))
-        if pointer.reason != "idle" or not beside_idle:
+        pointer = self._met(room, decode_pointer(room, found[0]))
+        if not int(found[1]):
             raise RoomArchived(room, idle=pointer.reason == "idle")
-        # Beside an idle room's archive: the move's delete step keeps it, the room's next trip back merges it, and
-        # ``load_nonces`` reads it with the archived ones meanwhile. (If the room came back since, it is simply in it.)
-        await self.client.hset(keys.nonces(room), commitment, nonce)
+        # Kept beside an idle room's archive: the move's delete step keeps it, the room's next trip back merges it,
+        # and ``load_nonces`` reads it with the archived ones meanwhile.
         return commitment
 
     async def archived_object(self, room: str) -> RoomObject | None:
