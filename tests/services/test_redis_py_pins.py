@@ -1,5 +1,6 @@
 """The redis-py internals the project still reaches are still the ones it was written against: the Cluster client's MOVED
-hook, the stream a timed send writes, and the streams the raw lines read and write."""
+hook and its command path (FailoverCluster.execute_command's read that is not sent twice), the stream a timed send
+writes, and the streams the raw lines read and write."""
 
 # Given redis-py as installed, when its Cluster node map handles two MOVED redirections to a promoted replica (the
 # second handled after the first had patched the map), then the slot routes to the promoted node and that node is a
@@ -102,3 +103,31 @@ def test_redis_py_still_keeps_a_connections_streams_where_the_raw_lines_read_and
 
     source = inspect.getsource(Connection._connect)
     assert "self._reader = reader" in source and "self._writer = writer" in source
+
+
+# sha256 of redis-py 5.3.1's asyncio RedisCluster.execute_command source, which FailoverCluster.execute_command's
+# path for a read of new stream entries (services/redis_client.py) copies in part.
+EXECUTE_COMMAND_SHA256 = "06737cce91e66e6ef3d4e8282c6beca0c1f286c0290d0659e5afcc5a3942e1cd"
+
+
+def test_the_cluster_command_path_the_read_not_sent_twice_copies_is_the_one_it_was_written_against() -> None:
+    # Given redis-py's asyncio RedisCluster as installed: FailoverCluster.execute_command sends XREADGROUP ... > itself,
+    # with redis-py's own private parts (the refresh flag, the slot, the node map, the one-node send, the retry
+    # count) and without the result callbacks, which have none for it. An upgrade that changes that path fails here,
+    # before a Cluster test (which needs redis-server) could: then write the override again against the new one.
+    from redis.asyncio.cluster import RedisCluster  # noqa: PLC0415 - only this story needs the Cluster client
+
+    from almanac.services.redis_client import FailoverCluster  # noqa: PLC0415
+
+    source = inspect.getsource(RedisCluster.execute_command)
+    for part in ("self._initialize", "await self.initialize()", "self.cluster_error_retry_attempts",
+                 "await self._execute_command(target_nodes[0], *args, **kwargs)"):
+        assert part in source, f"redis-py {redis.__version__}'s RedisCluster.execute_command no longer has {part}"
+    assert "XREADGROUP" not in RedisCluster.RESULT_CALLBACKS
+    assert str(inspect.signature(RedisCluster._determine_slot)) == "(self, command: str, *args: Any) -> int"
+    assert "target_node" in inspect.signature(RedisCluster._execute_command).parameters
+    assert callable(getattr(NodesManager, "get_node_from_slot", None))
+    assert hashlib.sha256(source.encode()).hexdigest() == EXECUTE_COMMAND_SHA256, (
+        f"redis-py {redis.__version__} changed RedisCluster.execute_command: check FailoverCluster.execute_command "
+        "against it")
+    assert FailoverCluster.execute_command is not RedisCluster.execute_command
