@@ -154,8 +154,11 @@ class Settings(BaseSettings):
     cors_origins: str = _env("ALMANAC_CORS_ORIGINS", "")
     # Rate limits (services/gateway/ratelimit.py): "N/second", "N per minute", a bare N (per second), or "off".
     # Per client address on POST /rooms and POST /rooms/{room}/join; per seat (room and player) on commands and end.
-    rate_anon: str = _env("ALMANAC_RATE_ANON", "1000/second")
-    rate_commands: str = _env("ALMANAC_RATE_COMMANDS", "1000/second")
+    # What one client can add to Redis is bounded by them (a room ~10 KB, a refused command ~880 B until the room is
+    # archived): a person creates and joins rooms far below a room a second, and sends a command a second or two.
+    # The suite and the benchmarks set their own (tests/conftest.py, `almanac bench`).
+    rate_anon: str = _env("ALMANAC_RATE_ANON", "60/minute")
+    rate_commands: str = _env("ALMANAC_RATE_COMMANDS", "20/second")
     # Webhooks (services/notifier.py): attempts per delivery before the dead-letter list, the longest wait
     # between attempts (the back-off doubles from 0.5 s up to it), a receiver's time to answer, and
     # deliveries in flight at once.

@@ -24,6 +24,13 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from suite_settings import SUITE_RATE  # noqa: E402
+
+# The stacks the suite starts (and settings read from this environment) count the rate limits at the suite's rate
+# unless a test names its own (tests/suite_settings.py says why).
+os.environ.setdefault("ALMANAC_RATE_ANON", SUITE_RATE)
+os.environ.setdefault("ALMANAC_RATE_COMMANDS", SUITE_RATE)
+
 from counter_ruleset import COUNTER  # noqa: E402
 
 from almanac.events import registry  # noqa: E402

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -20,12 +21,22 @@ from almanac.services.cli import app
 from almanac.services.cli.common import bootstrapped, fail, settings_or_exit
 from almanac.services.supervisor import StackError
 
+BENCH_RATE = "1000/second"  # the limits' defaults before they became a deployment's (2026-12-06): figures compare
 INSTALL_HINT = ("the benchmarks are not installed (they are not part of the almanac wheel): from a checkout of the "
                 "repository, pip install -e ./bench")
 
 bench_app = typer.Typer(help="Benchmarks: figures with a baseline measured in the same run (pip install -e ./bench).",
                         no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+
+
+@bench_app.callback()
+def bench_rate_limits() -> None:
+    """A benchmark's load comes from one address and offers each seat far more than a person sends: its stacks count
+    the rate limits as a deployment does (the seat's window in the submit script) but at 1,000 a second, which it
+    never reaches, unless the environment names them (ALMANAC_RATE_ANON, ALMANAC_RATE_COMMANDS)."""
+    os.environ.setdefault("ALMANAC_RATE_ANON", BENCH_RATE)
+    os.environ.setdefault("ALMANAC_RATE_COMMANDS", BENCH_RATE)
 
 
 def bench_module(name: str) -> ModuleType:

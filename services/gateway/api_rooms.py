@@ -371,7 +371,7 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
         how = await bots.admit_seat(gw.client, gw.keys, gw.store, state, room, body.seat,
                                     max_seats=gw.settings.max_bot_seats, holder=player,
                                     owner=player is None or state is None or player == state.created_by,
-                                    key=bots.dice_key(gw.checkpoints.secret))
+                                    key=gw.bot_key)
     except bots.SeatRefused as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field, **refused.extra) from None
     seat, answer = body.seat, {"room": room, "seat": body.seat}
@@ -465,7 +465,8 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
 @router.post(
     "/rooms/{room}/join",
     summary="Take a seat as a player and receive a signed token bound to the room and player",
-    description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. "
+    description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After; "
+    "not counted: the deployment's bots process joining a bot's seat (its `command_id` derived under its key). "
     "In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's "
     "seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a "
     "nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment "
@@ -496,8 +497,11 @@ async def _overloaded_resend(gw: Gateway, request: Request, schema: type, room: 
 
 
 async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
-    await gw.rate_limits.check_address(client_address(request))
     body: JoinRoomRequest = decode_body(await request.body(), JoinRoomRequest)
+    if body.command_id is None or body.command_id != bots.bot_join_client_id(gw.bot_key, room, body.player):
+        # Not counted: a bots process's join of a seat handed to a bot (an id only the deployment's bot key makes).
+        # All of the deployment's bots join from one address, which would otherwise share one client's limit.
+        await gw.rate_limits.check_address(client_address(request))
     ruleset = await gw.reader.ruleset_of(room)
     if ruleset is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist; create it first", "room")

@@ -19,7 +19,7 @@ from starlette.requests import HTTPConnection
 from almanac.events.envelope import Envelope
 from almanac.events.shown import Shown
 from almanac.projections.read_model_queries import ReadModels
-from almanac.services import bootstrap
+from almanac.services import bootstrap, bots
 from almanac.services.bootstrap import Runtime
 from almanac.services.bus import (  # noqa: F401 - re-exported
     AlreadyDecided,
@@ -120,6 +120,8 @@ class Gateway:
         self.signer = signer
         # Signed checkpoints on every answer about a room (services/checkpoints.py, docs/bundle-format.md).
         self.checkpoints = Checkpointer.from_settings(settings)
+        # The deployment's bot key (services/bots.dice_key): a bots process's join id is derived under it.
+        self.bot_key = bots.dice_key(self.checkpoints.secret)
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count, keys=self.keys, store=self.store)
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)

@@ -4,19 +4,19 @@ and appends the command in the room's slot, whichever node holds it, and refuses
 from __future__ import annotations
 
 import pytest
+from suite_settings import suite_settings
 
 from almanac.services import bus
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord
-from almanac.services.settings import load_settings
 from almanac.storage.keys import Keys
 
 
 async def test_each_rooms_seat_is_counted_with_its_command_in_its_rooms_slot(cluster_url) -> None:
     client = connect(cluster_url, cluster=True)
     await client.flushall()
-    settings = load_settings({}, redis_url=cluster_url, redis_cluster=True, rate_commands="2/minute")
+    settings = suite_settings(redis_url=cluster_url, redis_cluster=True, rate_commands="2/minute")
     keys = Keys(settings.shard_count)
     limits = RateLimits(settings, client, keys)
     rooms = [f"limit-room-{index}" for index in range(12)]  # shards (and slots) on all three nodes

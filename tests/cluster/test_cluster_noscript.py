@@ -14,6 +14,7 @@ import httpx
 import pytest
 import redis
 from cluster_support import ReplicatedCluster
+from suite_settings import suite_settings
 from test_cluster_stack import ClusterStack
 
 from almanac.bench.e2e import CHALLENGE, _script, script_ruleset
@@ -23,7 +24,6 @@ from almanac.services.engine.dead_letters import DeadLetters
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import connect
-from almanac.services.settings import load_settings
 from almanac.storage.base import AppendRequest, AppendResult, RejectRequest
 from almanac.storage.keys import DEFAULT_PREFIX, Keys, shard_tag
 from almanac.storage.redis_store import RedisEventStore, ReplicaWaitError
@@ -112,7 +112,7 @@ class ScriptPaths:
         self.commit = self.clients["projector commit"].register_script(COMMIT_SCRIPT)
         self.dead_letters = DeadLetters(self.clients["dead-letter count"], self.keys, DEFAULT_PREFIX, "e1",
                                         get_logger("test"))
-        settings = load_settings({}, redis_url=url, redis_cluster=True, rate_anon="1000/minute")
+        settings = suite_settings(redis_url=url, redis_cluster=True, rate_anon="1000/minute")
         self.limits = RateLimits(settings, self.clients["rate limit"], self.keys)
         self.round = 0
 

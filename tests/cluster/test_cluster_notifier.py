@@ -13,6 +13,7 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot_gateway import bots_for, served_gateway  # noqa: E402
+from suite_settings import suite_settings
 from webhook_receiver import Receiver  # noqa: E402
 
 from almanac.client import verify_webhook  # noqa: E402
@@ -22,7 +23,6 @@ from almanac.services.bus import internal_command_id  # noqa: E402
 from almanac.services.clock import Clock  # noqa: E402
 from almanac.services.notifier import Notifier, Subscription  # noqa: E402
 from almanac.services.room_service import CommandRecord, RoomService  # noqa: E402
-from almanac.services.settings import load_settings  # noqa: E402
 from almanac.storage.keys import Keys  # noqa: E402
 from almanac.storage.redis_store import RedisEventStore  # noqa: E402
 
@@ -36,7 +36,7 @@ def record(command_id: str, player: str, body: dict, room: str, now_ms: int) -> 
 
 async def test_notices_and_deadline_warnings_of_rooms_on_every_node_reach_the_receiver_once(
         cluster: Any, cluster_url: str, tmp_path: Path) -> None:
-    settings = load_settings({}, redis_url=cluster_url, data_dir=str(tmp_path)).model_copy(
+    settings = suite_settings(redis_url=cluster_url, data_dir=str(tmp_path)).model_copy(
         update={"redis_cluster": True, "webhook_deadline_warning_s": 600, "shard_count": SHARDS})
     keys = Keys(SHARDS)
     store = RedisEventStore(cluster, SHARDS)

@@ -25,9 +25,10 @@ from typing import Any
 
 import httpx
 import redis
+from suite_settings import suite_settings
 
 from almanac.events import registry
-from almanac.services.settings import Settings, load_settings
+from almanac.services.settings import Settings
 from almanac.storage.keys import engine_heartbeat_key, engines_key
 
 CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; main()"
@@ -242,7 +243,7 @@ def open_board_rooms(url: str, prefix: str, count: int) -> list[tuple[str, str]]
 
 
 def gateway_settings(stack: Stack, **overrides: object) -> Settings:
-    settings = load_settings({}, redis_url=stack.redis_url, data_dir=str(stack.data_dir))
+    settings = suite_settings(redis_url=stack.redis_url, data_dir=str(stack.data_dir))
     return settings.model_copy(update={"command_timeout_ms": 10_000, "engine_shards": "none", **overrides})
 
 

@@ -14,14 +14,14 @@ import os
 import statistics
 
 import structlog
+from suite_settings import suite_settings
 
 from almanac.bench.bad_requests import BAD_REQUESTS, call, latency_under_bad_load, running_gateway
 from almanac.services.logging import configure_logging
-from almanac.services.settings import load_settings
 
 
 async def test_a_good_request_stays_under_50_ms_while_bad_requests_arrive(redis_url: str, tmp_path) -> None:
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path))
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path))
     # Left open: loggers used meanwhile keep this configuration (structlog caches it on first use).
     configure_logging("json", "info", stream=open(os.devnull, "w"))  # noqa: SIM115
     try:

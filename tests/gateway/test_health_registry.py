@@ -23,6 +23,7 @@ import redis
 import redis.asyncio as aioredis
 from archive_support import archiving_store, file_archive_url
 from fastapi.testclient import TestClient
+from suite_settings import suite_settings
 from waiting import wait_until
 
 from almanac.projections.projector import Projector
@@ -30,7 +31,6 @@ from almanac.services.archiver import Archiver
 from almanac.services.engine.shard_engine import Engine, EngineConfig
 from almanac.services.gateway import create_app
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
-from almanac.services.settings import load_settings
 from almanac.storage.keys import (
     archiver_stats_key,
     archivers_key,
@@ -108,7 +108,7 @@ def looks(redis_url: str, tmp_path: Path, apart_s: float = 0, then: Callable[[],
     given, again that long after (``then`` run in between): the first look, and the second. ``first_at_once``: the
     first look is the gateway's first /health, ready or not (its `engine` part is there either way), so that a
     registry clock shorter than the gateway's start (a 10 ms heartbeat is forgotten after 1.2 s) starts at it."""
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway"))
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path / "gateway"))
     answers = []
 
     def ready(answer: httpx.Response) -> httpx.Response:
@@ -361,7 +361,7 @@ def test_an_archiver_gone_for_good_is_forgotten_by_metrics(redis_url: str, clien
     time.sleep(0.05)
 
     # When /metrics is scraped, then again more than FORGET_AFTER_TTLS of its heartbeat's life later
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway")).model_copy(
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path / "gateway")).model_copy(
         update={"engine_shards": "none"})
     with TestClient(create_app(settings)) as api:
         token = api.app.state.signer.issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
@@ -451,7 +451,7 @@ def test_readiness_after_an_outage_compares_how_long_ago_not_two_hosts_clocks(
         asyncio.run(engine_registered(redis_url, name, heartbeat_ttl_ms=LIVE_TTL_MS, dies=True))
         beats(name, skew_ms, 0)
     asyncio.run(beat(redis_url, "a", LIVE_TTL_MS))
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway"))
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path / "gateway"))
     with TestClient(create_app(settings)) as api:
         assert wait_until(lambda: api.get("/health").status_code, lambda code: code == 200) == 200
         api.app.state.gateway.note_store_outage()
@@ -501,7 +501,7 @@ def test_an_archiver_stopped_cleanly_leaves_the_set_and_metrics(redis_url: str, 
     # Then it is out of the set, its figures are gone, and /metrics shows no archiver
     assert client.smembers(archivers_key()) == set()
     assert not client.exists(archiver_stats_key("scaled-down"))
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway")).model_copy(
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path / "gateway")).model_copy(
         update={"engine_shards": "none"})
     with TestClient(create_app(settings)) as api:
         token = api.app.state.signer.issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
@@ -516,7 +516,7 @@ def test_a_redis_refusing_the_registrys_writes_still_answers_health_with_the_pro
     asyncio.run(beat(redis_url, "b", 200))
     time.sleep(0.4)
     asyncio.run(beat(redis_url, "a", LIVE_TTL_MS))
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway"))
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path / "gateway"))
     limit, policy = client.config_get("maxmemory")["maxmemory"], client.config_get("maxmemory-policy")[
         "maxmemory-policy"]
     with TestClient(create_app(settings)) as api:

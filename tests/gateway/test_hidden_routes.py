@@ -58,6 +58,7 @@ from hidden_games import (
 )
 from openapi_calls import calls, spread
 from planted_leak import PLANTED_PATH
+from suite_settings import suite_settings
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
@@ -68,7 +69,6 @@ from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.notifier import SCOPES, Notifier, Subscription
-from almanac.services.settings import load_settings
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
@@ -488,7 +488,7 @@ def notices(twin: Twin, room: str, viewers: dict[str, str | None], commitment: s
                     shard = keys.shard(room)
                     await client.zadd(keys.deadlines(shard), {room: deadline.due_ms})
                     await client.hset(keys.deadline_commands(shard), room, pending_data(deadline))
-                settings = load_settings({}, redis_url=twin.stack.redis_url).model_copy(
+                settings = suite_settings(redis_url=twin.stack.redis_url).model_copy(
                     update={"webhook_deadline_warning_s": 600})
                 notifier = Notifier(client, store, settings, keys=keys,
                                     clock_ms=lambda: deadline.due_ms - 1 if deadline is not None else 0)

@@ -6,16 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from starlette.testclient import TestClient
+from suite_settings import suite_settings
 
 from almanac.services.gateway import create_app
-from almanac.services.settings import load_settings
 
 MAX_CONNECTIONS = 4
 
 
 def test_a_gateway_whose_redis_connections_are_all_busy_refuses_503_and_opens_no_more(redis_url: str,
                                                                                      tmp_path: Path) -> None:
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path), redis_max_connections=MAX_CONNECTIONS,
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path), redis_max_connections=MAX_CONNECTIONS,
                              redis_pool_wait_ms=200)
     with TestClient(create_app(settings), raise_server_exceptions=False) as api:
         gateway = api.app.state.gateway

@@ -14,6 +14,7 @@ import msgspec
 import pytest
 from jsonschema import ValidationError
 from schema_walk import REF, as_json, offline_openapi, open_spots, resolved, validator, walked
+from suite_settings import suite_settings
 
 from almanac.events import registry
 from almanac.events.errors import RuleError
@@ -21,7 +22,6 @@ from almanac.events.testing import RoomDriver
 from almanac.services.gateway import create_app
 from almanac.services.gateway.asyncapi import asyncapi_document
 from almanac.services.gateway.game_schemas import prefix_of
-from almanac.services.settings import load_settings
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +234,7 @@ def test_the_asyncapi_page_renders_as_documentation_offline_in_chromium(redis_ur
     from fastapi.testclient import TestClient  # noqa: PLC0415
     from playwright.sync_api import sync_playwright  # noqa: PLC0415
 
-    app = create_app(load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)))
+    app = create_app(suite_settings(redis_url=redis_url, data_dir=str(tmp_path)))
     with TestClient(app) as http:
         page_answer = http.get("/asyncapi", headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
         json_answer = http.get("/asyncapi", headers={"Accept": "*/*"})

@@ -16,12 +16,12 @@ import redis.asyncio as aioredis
 from archive_support import archiving_store, file_archive_url
 from fastapi.testclient import TestClient
 from forensics_support import RealmTable
+from suite_settings import suite_settings
 
 from almanac.projections.projector import Projector
 from almanac.services.archiver import Archiver
 from almanac.services.gateway import create_app
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
-from almanac.services.settings import load_settings
 
 ROOMS = ("metrics-a", "metrics-b")
 
@@ -62,7 +62,7 @@ class Pass:
 def archiver_metrics(redis_url: str, tmp_path: Path, auditor: bool = True) -> dict[str, float]:
     """The almanac_archiver_* samples of the gateway's /metrics for the archiver "metered", as an auditor reads them
     (or the public)."""
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway")).model_copy(
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path / "gateway")).model_copy(
         update={"engine_shards": "none"})
     with TestClient(create_app(settings)) as api:
         token = api.app.state.signer.issue(ANY_ROOM, "auditor", ROLE_AUDITOR)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from suite_settings import suite_settings
 
 from almanac.bench import e2e
 from almanac.storage.keys import engine_heartbeat_key, engines_key
@@ -43,11 +44,10 @@ def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monke
     import httpx  # noqa: PLC0415
     import redis  # noqa: PLC0415
 
-    from almanac.services.settings import load_settings  # noqa: PLC0415
     from almanac.services.supervisor import Stack  # noqa: PLC0415
 
     monkeypatch.delenv("REDIS_URL", raising=False)
-    settings = load_settings({}, data_dir=str(tmp_path), http_port=0, log_level="warning")  # the default shape
+    settings = suite_settings(data_dir=str(tmp_path), http_port=0, log_level="warning")  # the default shape
     with Stack(settings, gateways=2) as stack:
         stack.start()
         # Then no engine process runs, and each gateway's engine holds its half of the shards (as engine groups)
@@ -92,12 +92,11 @@ def test_with_engine_processes_the_gateways_hold_no_shard_and_the_engines_decide
     import httpx  # noqa: PLC0415
     import redis  # noqa: PLC0415
 
-    from almanac.services.settings import load_settings  # noqa: PLC0415
     from almanac.services.supervisor import Stack  # noqa: PLC0415
     from almanac.storage.keys import lease_key  # noqa: PLC0415
 
     monkeypatch.delenv("REDIS_URL", raising=False)
-    settings = load_settings({}, data_dir=str(tmp_path), http_port=0, log_level="warning")
+    settings = suite_settings(data_dir=str(tmp_path), http_port=0, log_level="warning")
     with Stack(settings, engines=2, gateways=2) as stack:
         stack.start()
         # Then every lease is an engine process's, and only they beat as engines: the gateways hold none

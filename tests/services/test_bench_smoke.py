@@ -6,6 +6,7 @@ import os
 import re
 
 import pytest
+from suite_settings import suite_settings
 
 from almanac.bench import rules, store as bench_store
 from almanac.events import registry
@@ -98,9 +99,8 @@ def test_the_webhooks_benchmark_delivers_everything_and_stands_beside_bare_posts
     import asyncio  # noqa: PLC0415
 
     from almanac.bench import webhooks  # noqa: PLC0415
-    from almanac.services.settings import load_settings  # noqa: PLC0415
 
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path))
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path))
     figures = asyncio.run(webhooks.run(settings, rooms=100, rate=50, seconds=1))
     assert figures["received"] == 100 + 100 + 50  # the backlog, the bare baseline's POSTs, the paced rooms
     assert figures["latency_ms"]["samples"] == 50 and figures["dead"] == 0
@@ -125,12 +125,11 @@ def test_the_signing_benchmark_plays_both_arms_to_the_end_and_prints_their_ratio
     command of the room with nothing refused, and the figures print with the signed / unsigned ratio."""
     from almanac.bench import signing  # noqa: PLC0415
     from almanac.bench.common import output_console  # noqa: PLC0415
-    from almanac.services.settings import load_settings  # noqa: PLC0415
 
     monkeypatch.delenv("COLUMNS", raising=False)  # pytest-xdist's workers run with COLUMNS=80
     monkeypatch.setattr(signing, "console", output_console())  # as `almanac bench signing | tee` gets it
 
-    figures = signing.main(load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)), rounds=1, rooms=1,
+    figures = signing.main(suite_settings(redis_url=redis_url, data_dir=str(tmp_path)), rounds=1, rooms=1,
                            clients=2)
     windows = {window["arm"]: window for window in figures["windows"]}
     assert sorted(windows) == ["signed", "unsigned"]
@@ -153,12 +152,11 @@ def test_the_live_benchmark_holds_more_feeds_than_one_address_may_and_times_the_
     address), when it runs through almanac.client's live feed, then every feed opens and reads its history (a
     refused one raises), the ended event reaches them all, and the figures stand beside the no-feeds baseline."""
     from almanac.bench import live  # noqa: PLC0415
-    from almanac.services.settings import load_settings  # noqa: PLC0415
 
     for name in ("ALMANAC_LOG_LEVEL", "ALMANAC_REDIS_IDLE_S", "ALMANAC_LIVE_MAX_FEEDS",
                  "ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS"):
         monkeypatch.setenv(name, os.environ.get(name, ""))  # the bench sets them for its stack: restored after
-    figures = live.main(load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)), feeds=70, requests=100)
+    figures = live.main(suite_settings(redis_url=redis_url, data_dir=str(tmp_path)), feeds=70, requests=100)
     assert figures["open_s"] > 0 and figures["fan_out_ms"] > 0
     assert figures["feeds"]["redis_clients"][0] >= figures["none"]["redis_clients"][0]
     assert figures["none"]["p50_ms"] > 0 and figures["feeds"]["p50_ms"] > 0

@@ -11,12 +11,12 @@ import redis.asyncio as aioredis
 from bot_gateway import NO_GATEWAY, bots_for
 from engine_test_support import KEYS
 from fastapi.testclient import TestClient
+from suite_settings import suite_settings
 
 from almanac.services.bots import bound_count
 from almanac.services.bus import COMMAND_FIELD
 from almanac.services.gateway import create_app
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.services.settings import load_settings
 from almanac.storage.redis_store import RedisEventStore
 
 
@@ -61,7 +61,7 @@ async def decide_directly(redis_url: str, room: str, *commands: tuple[str, dict]
 
 def no_engine(redis_url: str, tmp_path: Path):
     """A deployment of at most 1 bot seat whose engine is not running: every command is answered 202."""
-    return load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
+    return suite_settings(redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
         update={"command_timeout_ms": 50, "engine_shards": "none", "max_bot_seats": 1})
 
 

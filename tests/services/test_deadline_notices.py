@@ -9,12 +9,12 @@ from pathlib import Path
 
 import msgspec
 import redis.asyncio as aioredis
+from suite_settings import suite_settings
 
 from almanac.events.ruleset import Deadline
 from almanac.events.testing import RoomDriver
 from almanac.services.clock import earliest, pending_data, pending_deadline
 from almanac.services.notifier import Notifier, Subscription
-from almanac.services.settings import load_settings
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
@@ -37,7 +37,7 @@ def test_a_realm_season_waits_for_the_cities_that_have_not_ended_their_turn() ->
 
 async def test_a_deadline_warns_the_players_it_waits_for_and_the_room_once(redis_url: str, tmp_path: Path) -> None:
     client = aioredis.Redis.from_url(redis_url)
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
         update={"webhook_deadline_warning_s": 60})
     keys = Keys(settings.shard_count, "alm-concerns-test")  # apart from any notifier process on this Redis
     notifier = Notifier(client, RedisEventStore(client, settings.shard_count, keys.prefix, keys=keys), settings,

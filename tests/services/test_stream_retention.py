@@ -16,6 +16,7 @@ import pytest
 from engine_process_helper import register_test_rulesets
 from engine_test_support import KEYS, EngineProcess, held_shards, send, wait_for
 from projection_games import dump_models, open_room, options_for, play, players_for
+from suite_settings import suite_settings
 
 from almanac.projections import rebuild as rebuilding
 from almanac.projections.projector import Projector
@@ -131,7 +132,6 @@ async def test_a_notifier_whose_feed_was_trimmed_past_its_cursor_says_so_and_cou
     when it starts reading, then it warns and counts the shard in the webhook stats; a shard trimmed only up to its
     cursor is no gap."""
     from almanac.services import notifier as notifying  # noqa: PLC0415
-    from almanac.services.settings import load_settings  # noqa: PLC0415
 
     entries = [await redis_client.xadd(FEED, {"r": "room", "v": 1, "l": 1}) for _ in range(50)]  # a feed's fields
     other = [await redis_client.xadd(KEYS.feed(1), {"r": "room", "v": 1, "l": 1}) for _ in range(5)]
@@ -140,7 +140,7 @@ async def test_a_notifier_whose_feed_was_trimmed_past_its_cursor_says_so_and_cou
     await redis_client.set(KEYS.notifier_cursor(1), other[2])
     await redis_client.xtrim(KEYS.feed(1), minid=other[2])  # up to the cursor: nothing unnoticed went
     await StreamTrimmer(redis_client, retain_ms=0).trim_feed(FEED, CHECKPOINT, HOLD, NOTICED)
-    settings = load_settings({}, redis_url="redis://unused", data_dir=str(tmp_path), shard_count=16)
+    settings = suite_settings(redis_url="redis://unused", data_dir=str(tmp_path), shard_count=16)
     notifier = notifying.Notifier(redis_client, RedisEventStore(redis_client, shard_count=16), settings, keys=KEYS)
     try:
         await notifier.notice_once()

@@ -14,12 +14,12 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from suite_settings import suite_settings
 from webhook_receiver import Receiver  # noqa: E402
 
 from almanac.events import codec  # noqa: E402
 from almanac.events.testing import RoomDriver  # noqa: E402
 from almanac.services.notifier import Notice, Notifier, Subscription  # noqa: E402
-from almanac.services.settings import load_settings  # noqa: E402
 from almanac.storage.keys import Keys  # noqa: E402
 from almanac.storage.redis_store import RedisEventStore  # noqa: E402
 
@@ -41,7 +41,7 @@ async def slow_and_healthy(redis_url: str, tmp_path: Path, prefix: str) -> Async
     receivers: one that answers each POST after ``SLOW_S``, one that answers at once. Yields (client, notifier,
     keys, slow, healthy); the receivers are stopped and the keys deleted after."""
     client = aioredis.Redis.from_url(redis_url)
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
         update={"webhook_concurrency": 16})
     slow, healthy = Receiver().start(), Receiver().start()
     slow.delay_s = SLOW_S

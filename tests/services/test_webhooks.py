@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
 
 from gateway_stack import Stack  # noqa: E402
+from suite_settings import suite_settings
 from waiting import CLOCK_LATE_MS, DELIVERY_LATE_MS  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
@@ -30,7 +31,6 @@ from almanac.events.testing import RoomDriver  # noqa: E402
 from almanac.services.clock import pending_data  # noqa: E402
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner  # noqa: E402
 from almanac.services.notifier import Notice, Notifier, Subscription  # noqa: E402
-from almanac.services.settings import load_settings  # noqa: E402
 from almanac.storage.keys import Keys  # noqa: E402
 from almanac.storage.redis_store import RedisEventStore  # noqa: E402
 
@@ -200,7 +200,7 @@ def an_envelope() -> tuple[Any, Any]:
 async def test_a_delivery_that_keeps_failing_goes_to_the_dead_letters(redis_url: str, tmp_path: Path) -> None:
     """The notifier's outbox on a real Redis and a real receiver that answers 503 to everything."""
     client = aioredis.Redis.from_url(redis_url)
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
         update={"webhook_max_attempts": 3, "webhook_backoff_max_s": 1})
     receiver = Receiver().start()
     receiver.failing = 10**6
@@ -303,7 +303,7 @@ def test_a_deadline_is_heard_once_before_the_season_ends_by_itself_even_across_a
 async def test_two_notifiers_and_a_third_after_them_warn_of_a_deadline_once(redis_url: str, tmp_path: Path) -> None:
     """The clock's pending deadlines as the clock writes them, on a real Redis; notifiers with keys of their own."""
     client = aioredis.Redis.from_url(redis_url)
-    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
+    settings = suite_settings(redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
         update={"webhook_deadline_warning_s": 60})
     keys = Keys(settings.shard_count, "alm-warn-test")
     store = RedisEventStore(client, settings.shard_count, keys.prefix, keys=keys)
@@ -368,7 +368,7 @@ async def test_a_read_of_several_feeds_is_one_round_trip_and_its_cursors_ride_on
 
     with EmbeddedRedis(tmp_path / "redis", persist=False) as server:  # its own: the call counts are the server's
         client = RoundTrips.from_url(server.url)
-        settings = load_settings({}, redis_url=server.url, data_dir=str(tmp_path))
+        settings = suite_settings(redis_url=server.url, data_dir=str(tmp_path))
         keys = Keys(settings.shard_count)
         notifier = Notifier(client, RedisEventStore(client, settings.shard_count, keys=keys), settings, keys=keys)
         try:
@@ -405,7 +405,7 @@ async def _feed_reads_under_a_trickle(tmp_path: Path) -> tuple[int, float]:
 
     with EmbeddedRedis(tmp_path / "redis", persist=False) as server:  # its own: the call counts are the server's
         client = aioredis.Redis.from_url(server.url)
-        settings = load_settings({}, redis_url=server.url, data_dir=str(tmp_path))
+        settings = suite_settings(redis_url=server.url, data_dir=str(tmp_path))
         keys = Keys(settings.shard_count)
         notifier = Notifier(client, RedisEventStore(client, settings.shard_count, keys=keys), settings, keys=keys)
         stop = asyncio.Event()
