@@ -517,15 +517,28 @@ class Engine:
             "redis_error_ms": self._redis_error_ms,
         }
         prefix = self.config.prefix
+        key = engine_stats_key(name, prefix)
         deltas = self._metrics_deltas()
+        # The counters in a send of their own, every command of it on their key (one node): the heartbeat's key and
+        # the engines' set share no slot with it on a Cluster, and one send of all would, when their node failed,
+        # count again at the next beat what the counters' node had already added (a failure of the counters' own
+        # send leaves them unsent as a whole, but for a connection lost between Redis's run and its reply).
+        counted: Exception | None = None
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for field, amount in deltas.items():
+                    pipe.hincrby(key, field, amount)
+                pipe.hset(key, mapping={"shards_held": len(self.leases.held)})
+                # Its counters before its name: a member without them was forgotten (storage.process_registry).
+                queue_beat_fields(pipe, key, self.heartbeat_ttl_ms)
+                await pipe.execute()
+        except Exception as error:  # noqa: BLE001 - raised below, after the heartbeat (which tells it is alive)
+            self.metrics.unsent(deltas)
+            counted = error
+        except BaseException:
+            self.metrics.unsent(deltas)
+            raise
         async with self.client.pipeline(transaction=False) as pipe:
-            key = engine_stats_key(name, prefix)
-            for field, amount in deltas.items():
-                pipe.hincrby(key, field, amount)
-            pipe.hset(key, mapping={"shards_held": len(self.leases.held)})
-            # Its counters before its name: a member without them was forgotten (storage.process_registry; not in
-            # order on a Redis Cluster: such a member is taken out and back at its next beat).
-            queue_beat_fields(pipe, key, self.heartbeat_ttl_ms)
             if alive:
                 pipe.set(engine_heartbeat_key(name, prefix), json.dumps(beat), px=self.heartbeat_ttl_ms)
                 pipe.sadd(engines_key(prefix), name)
@@ -535,11 +548,9 @@ class Engine:
                 # since the name first ran, and a restart under it goes on with them.
                 pipe.delete(engine_heartbeat_key(name, prefix))
                 pipe.srem(engines_key(prefix), name)
-            try:
-                await pipe.execute()
-            except BaseException:
-                self.metrics.unsent(deltas)  # counted again at the next beat (a repeat of the rest is harmless)
-                raise
+            await pipe.execute()
+        if counted is not None:
+            raise counted
 
     def _metrics_deltas(self) -> dict[str, int]:
         """The counters' increments since the last flush, the room service's counts taken in."""

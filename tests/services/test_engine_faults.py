@@ -25,7 +25,7 @@ from structlog.testing import capture_logs
 from almanac.services.embedded_redis import EmbeddedRedis
 from almanac.services.engine.lease import RELEASE_SCRIPT, ShardLeases
 from almanac.services.engine.shard_engine import STEP_ASIDE_AFTER, Engine, EngineConfig
-from almanac.storage.keys import engine_stats_key, lease_key
+from almanac.storage.keys import engine_stats_key, engines_key, lease_key
 from almanac.storage.redis_store import RedisEventStore
 
 register_test_rulesets()
@@ -321,29 +321,39 @@ async def _bgsave_failed(client: aioredis.Redis) -> bool:
     return (await client.info("persistence"))["rdb_last_bgsave_status"] == "err"
 
 
-async def test_an_engine_whose_counters_cannot_be_written_answers_every_command_and_counts_them_later(
-        client: aioredis.Redis) -> None:
-    """Given an engine serving a room, when its counters' hash cannot be written (an operator's stray SET made it a
-    string: WRONGTYPE to every HINCRBY), then every command is still answered, the failed beats are logged, and once
-    the key is mended the counters count every command decided meanwhile: none lost with the failed writes."""
+@pytest.mark.parametrize("broken", ["counters", "engines set"])
+async def test_an_engine_whose_beat_cannot_be_written_answers_every_command_and_counts_each_once(
+        client: aioredis.Redis, broken: str) -> None:
+    """Given an engine serving a room, when a key its beat writes cannot be written (an operator's stray SET made it a
+    string: WRONGTYPE), its counters' hash or the engines' set (on a Cluster another node's), then every command is
+    still answered, the failed beats are logged, and once the key is mended the counters count every command decided
+    meanwhile exactly once: none lost with a failed write, none counted again beside one."""
+    name = f"uncounted-{broken.split()[0]}"
+    key = engine_stats_key(name) if broken == "counters" else engines_key()
     with capture_logs() as logs:
-        async with running(engine_on(client, "uncounted", lease_ms=30_000)) as engine:
+        async with running(engine_on(client, name, lease_ms=30_000)) as engine:
             await wait_for(lambda: holds_every_shard(engine), what="the engine's leases")
-            room = "uncounted"
+            room = name
             await open_room(client, room)
-            await wait_for(lambda: _async(engine.metrics._unflushed.get("commands", 0) == 0),
+            await wait_for(lambda: _async_metrics(client, name, lambda counts: counts.get("commands") == 2),
                            what="the two commands' counts written")
-            await client.delete(engine_stats_key("uncounted"))
-            await client.set(engine_stats_key("uncounted"), "not a hash")
+            await client.delete(key)
+            await client.set(key, "not a hash nor a set")
 
             for n in range(5):
                 assert (await send(client, room, "ann", {"kind": "add", "amount": 1}, f"add-{n}")).accepted
-            await wait_for(lambda: _seen(logs, "engine.beat_failed"), what="a beat refused")
+            await wait_for(lambda: _async(len(events(logs, "engine.beat_failed")) >= 3), what="beats refused")
             assert "WRONGTYPE" in events(logs, "engine.beat_failed")[0]["error"]
+            if broken == "engines set":  # the counters' own send went through each time: counted once
+                assert (await engine_metrics(client, name))["commands"] == 7
 
-            await client.delete(engine_stats_key("uncounted"))  # the operator's fix
-            await wait_for(lambda: _async_metrics(client, "uncounted", lambda counts: counts.get("commands") == 5),
-                           what="the five commands counted once the key is mended")
+            await client.delete(key)  # the operator's fix
+            # (the counters' hash made again holds what came after it was replaced: the five commands)
+            counted = 5 if broken == "counters" else 7
+            await wait_for(lambda: _async_metrics(client, name, lambda counts: counts.get("commands") == counted),
+                           what="every command counted once the key is mended")
+            await asyncio.sleep(1.5)  # three beats more: still counted once
+            assert (await engine_metrics(client, name))["commands"] == counted
 
 
 async def _async_metrics(client: aioredis.Redis, name: str, holds) -> bool:  # noqa: ANN001
