@@ -68,6 +68,14 @@ def refusal_record(record: CommandRecord, state: RoomState | None) -> bytes:
     return codec.encode(msgspec.structs.replace(record, refused_at_version=state.version if state else 0))
 
 
+def kept_in_room(record: CommandRecord, error: RuleError) -> bool:
+    """Whether a refusal joins the room's refusal log: every one but a create naming a room that exists. That is not
+    the room's command (anyone may send one, with no token, under any player's name, with up to 64 KB of options):
+    logged, each was a refusal "by" that player in the room's log, kept as long as the room, and a flood of them grew
+    Redis without bound (acceptance review, 2026-12-06). Its outcome is still kept for the dedupe window."""
+    return not (error.code == "room_exists" and record.body.get("kind") == "create_room")
+
+
 def needs_secret_seed(state: RoomState | None, body: dict[str, Any]) -> bool:
     """Whether deciding this command needs the room's secret seed (challenge rooms use a public one).
 

@@ -22,6 +22,7 @@ from almanac.events.step import (
     VersionMoved,
     decode_fork,
     decode_record,
+    kept_in_room,
     needs_secret_seed,
     refusal_record,
     step,
@@ -214,7 +215,8 @@ class RoomService:
                 return self._unrecorded(record, error)
             except RuleError as error:
                 refused = refusal_record(record, state)
-                result = await self.store.record_rejection(record.room, record.command_id, error.to_dict(), refused)
+                result = await self.store.record_rejection(record.room, record.command_id, error.to_dict(), refused,
+                                                           kept_in_room(record, error))
                 if result.duplicate:
                     return await self._replayed(record, result.outcome)
                 return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict(),
@@ -446,7 +448,8 @@ class RoomService:
                     receipt = receipts(index, announced)
                 decided.append((index, RejectRequest(room=record.room, command_id=record.command_id,
                                                      error=error.to_dict(), record=refused,
-                                                     receipt=receipt, counted=limits[index] if limits else None),
+                                                     receipt=receipt, counted=limits[index] if limits else None,
+                                                     kept=kept_in_room(record, error)),
                                 None, announced))
                 continue
             except Exception as error:  # noqa: BLE001 - reported per command; the room's rest waits (None)

@@ -102,6 +102,9 @@ class RejectRequest(msgspec.Struct, frozen=True, kw_only=True):
     record: bytes
     receipt: Receipt | None = None
     counted: Counted | None = None
+    # False: not the room's own refusal (``events.step.kept_in_room``): only its outcome is kept, for the dedupe
+    # window, and nothing joins the room's refusal log.
+    kept: bool = True
 
 
 class NotAttempted(Exception):
@@ -142,8 +145,10 @@ class EventStore(Protocol):
         returns its first outcome with ``duplicate=True`` and appends nothing.
         """
 
-    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes) -> AppendResult:
-        """Remember a refused command (audit trail and dedupe); changes no state."""
+    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes,
+                               kept: bool = True) -> AppendResult:
+        """Remember a refused command (audit trail and dedupe); changes no state. ``kept`` False: its outcome only,
+        for the dedupe window (``RejectRequest.kept``)."""
 
     async def outcome(self, room: str, command_id: str) -> StoredOutcome | None: ...
 
@@ -231,7 +236,7 @@ class WritesInARow:
                 results.append(NotAttempted(request.room))
             elif isinstance(request, RejectRequest):
                 results.append(await self.record_rejection(request.room, request.command_id, request.error,
-                                                           request.record))
+                                                           request.record, request.kept))
             else:
                 try:
                     result = await self.append(request.room, request.expected_version, request.command_id,
@@ -258,7 +263,7 @@ class WritesInARow:
             except VersionConflict as conflict:
                 append_results.append(conflict)
         reject_results: list[AppendResult | Exception] = [
-            await self.record_rejection(r.room, r.command_id, r.error, r.record) for r in rejections
+            await self.record_rejection(r.room, r.command_id, r.error, r.record, r.kept) for r in rejections
         ]
         return append_results, reject_results
 

@@ -325,11 +325,14 @@ class ExportFileStore(WritesInARow):
             self._persist(room)
             return AppendResult(outcome=StoredOutcome(room=room, first_version=first, last_version=last))
 
-    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes) -> AppendResult:
+    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes,
+                               kept: bool = True) -> AppendResult:
         async with self._lock:
             known = await self.outcome(room, command_id)
             if known is not None:
                 return AppendResult(outcome=known, duplicate=True)
+            if not kept:  # an export keeps what its room's log holds
+                return AppendResult(outcome=StoredOutcome(room=room, error=error, record=record))
             self._writable(room)["rejections"].append({"record": _b64(record), "error": error, "command_id": command_id})
             self._persist(room)
             return AppendResult(outcome=StoredOutcome(room=room, error=error, record=record))

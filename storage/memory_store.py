@@ -61,14 +61,16 @@ class MemoryEventStore(WritesInARow):
                 self._commands.setdefault(room, []).append((expected_version + 1, command_record))
             return AppendResult(outcome=outcome)
 
-    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes) -> AppendResult:
+    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes,
+                               kept: bool = True) -> AppendResult:
         async with self._lock:
             known = self._outcomes.get((room, command_id))
             if known is not None:
                 return AppendResult(outcome=known, duplicate=True)
             outcome = StoredOutcome(room=room, error=error, record=record)
-            self._outcomes[(room, command_id)] = outcome
-            self._rejections.setdefault(room, []).append(record)
+            self._outcomes[(room, command_id)] = outcome  # (no dedupe window here: kept as the others)
+            if kept:
+                self._rejections.setdefault(room, []).append(record)
             return AppendResult(outcome=outcome)
 
     async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:

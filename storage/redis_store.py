@@ -262,7 +262,7 @@ return results
 """
 
 # KEYS: 1 command outcome, 2 room rejected stream, 3 room ids; ARGV: 1 outcome, 2 record, 3 'q' for a refusal of a
-# finished archived room (its outcome only, for the dedupe window), 4 dedupe retention (ms)
+# finished archived room or one not the room's own (its outcome only, for the dedupe window), 4 dedupe retention (ms)
 REJECT_SCRIPT = _DEDUPE_LUA + """
 local existing = decided(KEYS[1], KEYS[3])
 if existing then return {'dup', existing} end
@@ -466,8 +466,9 @@ class RedisEventStore:
             last_version=request.expected_version + len(request.envelopes),
         ))
 
-    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes) -> AppendResult:
-        request = RejectRequest(room=room, command_id=command_id, error=error, record=record)
+    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes,
+                               kept: bool = True) -> AppendResult:
+        request = RejectRequest(room=room, command_id=command_id, error=error, record=record, kept=kept)
         script_keys, args = self._reject_call(request)
         return self._reject_result(room, await self._reject(keys=script_keys, args=args))
 
@@ -475,7 +476,8 @@ class RedisEventStore:
         outcome = StoredOutcome(room=request.room, error=request.error, record=request.record)
         script_keys = [self.keys.command_outcome(request.room, request.command_id), self.keys.rejected(request.room),
                        self.keys.command_ids(request.room)]
-        return script_keys, [codec.encode(outcome), request.record, "" if self.keeps_refusals(request.room) else "q",
+        logged = request.kept and self.keeps_refusals(request.room)
+        return script_keys, [codec.encode(outcome), request.record, "" if logged else "q",
                              self.dedupe_retain_ms]
 
     def keeps_refusals(self, room: str) -> bool:
@@ -596,7 +598,7 @@ class RedisEventStore:
             record = keys.command_outcome(room, request.command_id)
             if isinstance(request, RejectRequest):
                 script_keys += [record, keys.rejected(room), keys.command_ids(room)]
-                script_args += ["r" if self.keeps_refusals(room) else "q", room,
+                script_args += ["r" if request.kept and self.keeps_refusals(room) else "q", room,
                                 encode(StoredOutcome(room=room, error=request.error, record=request.record)), request.record, *sent,
                                 ids_field(record)]
                 continue
