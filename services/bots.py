@@ -437,8 +437,9 @@ async def _shard_seats(client: Any, keys: Keys) -> dict[str, bytes | str]:
 async def settle_pending(client: Any, store: Any, keys: Keys, now_ms: int, *, cursor: int = 0, count: int = 200,
                          grace_ms: int = RESERVATION_GRACE_MS) -> tuple[int, int, int]:
     """Settle the bot seats taken for a command answered 202 (``bot_pending_key``), by the command's recorded outcome
-    (the store keeps every command id's first outcome): refused, the seat is given back at once; accepted, it is
-    written to its shard's hash (the bots play it); undecided for ``grace_ms``, the command never reached a room
+    (the store keeps a command id's first outcome; a refusal kept outside its room's log, for the dedupe window only):
+    refused, the seat is given back at once; accepted, it is written to its shard's hash (the bots play it); undecided
+    for ``grace_ms`` (or its outcome expired first), the command never reached a room
     (its gateway died before sending it, say): given back. One page of ``count`` from ``cursor`` (HSCAN); answers
     (released, confirmed, next cursor). A gateway that answers the command itself settles its seats at once.
 

@@ -38,8 +38,11 @@ from almanac.storage.keys import Keys, replicated_key, shard_tag
 # index (``Keys.command_ids``: one hash per room, field: the first 16 bytes of the SHA-1 of the record's key, value:
 # "first:last" versions) answers after it, so a resend is never decided twice while the room lives in Redis. Every
 # write checks both. A refusal's record (its error: too long for the index's compact encoding, which keeps ~30 B per
-# command up to 128 of them) does not expire: the room's refusal stream holds a record per refusal anyway. The index
-# leaves Redis with the room (archived: its object's outcomes answer) and comes back with it (storage.restore).
+# command up to 128 of them) does not expire: the room's refusal stream holds a record per refusal anyway (but for a
+# refusal kept outside it, 'q' below: its record expires, whatever the retention). The index leaves Redis with the room
+# (archived: its object's outcomes answer) and comes back with it (storage.restore).
+# How long the outcome of a refusal kept outside its room's refusal stream stays when ALMANAC_DEDUPE_RETAIN is 0.
+REFUSAL_ONLY_MS = 60_000
 _DEDUPE_LUA = """
 local last_record, last_field
 local function id_field(record)
@@ -58,11 +61,14 @@ local function decided(record, ids, field)
   if found then return found end
   return redis.call('HGET', ids, field or id_field(record))
 end
--- A refusal of a finished archived room ('q'): its archived record is closed (the object never changes) and the room
--- refuses every command for ever, so only its outcome is kept, for the dedupe window (a resend after it is refused
--- the same again); nothing joins the room's refusal stream, so nothing of the room comes back into Redis.
+-- A refusal kept outside the room's refusal stream ('q'): of a finished archived room (its archived record is closed,
+-- the object never changes, and the room refuses every command for ever: nothing of it comes back into Redis), or not
+-- the room's own (a create naming it: events.step.kept_in_room). Only its outcome is kept, for the dedupe window, and
+-- for REFUSAL_ONLY_MS when the retention is 0 ("for ever"): nothing else would ever delete it (the archiver finds a
+-- room's records through its logs), and a resend after it is refused the same again.
 local function remember_refusal(record, outcome, ttl)
-  if tonumber(ttl) > 0 then redis.call('SET', record, outcome, 'PX', ttl) else redis.call('SET', record, outcome) end
+  if tonumber(ttl) <= 0 then ttl = REFUSAL_ONLY_MS end
+  redis.call('SET', record, outcome, 'PX', ttl)
 end
 local function remember(record, ids, outcome, kept, ttl, field)
   if tonumber(ttl) > 0 then
@@ -72,7 +78,7 @@ local function remember(record, ids, outcome, kept, ttl, field)
     redis.call('SET', record, outcome)
   end
 end
-"""
+""".replace("REFUSAL_ONLY_MS", str(REFUSAL_ONLY_MS))
 
 # KEYS: 1 room events, 2 room version, 3 command outcome, 4 shard feed, 5 room commands, 6 shard rooms, 7 room ids
 # ARGV: 1 expected version, 2 room id, 3 outcome (msgpack), 4 command record, 5 dedupe retention (ms, 0: for ever),

@@ -35,8 +35,9 @@ def bench_rate_limits() -> None:
     """A benchmark's load comes from one address and offers each seat far more than a person sends: its stacks count
     the rate limits as a deployment does (the seat's window in the submit script) but at 1,000 a second, which it
     never reaches, unless the environment names them (ALMANAC_RATE_ANON, ALMANAC_RATE_COMMANDS)."""
-    os.environ.setdefault("ALMANAC_RATE_ANON", BENCH_RATE)
-    os.environ.setdefault("ALMANAC_RATE_COMMANDS", BENCH_RATE)
+    for name in ("ALMANAC_RATE_ANON", "ALMANAC_RATE_COMMANDS"):
+        if not os.environ.get(name):  # unset or empty (which the settings read as unset)
+            os.environ[name] = BENCH_RATE
 
 
 def bench_module(name: str) -> ModuleType:

@@ -206,9 +206,9 @@ class Engine:
         # (not with ALMANAC_DURABILITY=replica, nor on a Cluster: RedisEventStore.answers_in_its_write).
         self._receipts = self.store.answers_in_its_write
         self.streams = streams or command_streams(client, self.keys, config.name, config.batch_size, config.block_ms)
-        # Readiness, published in the heartbeat (epoch ms; 0 = not yet): the last Redis failure either loop
-        # saw, and the last consume round completed with every held shard taken over (group created,
-        # pending claimed = writes, then a read). /health trusts an engine only when its round is newer than
+        # Readiness, published in the heartbeat (epoch ms; 0 = not yet): the last Redis failure the lease or the
+        # consume loop saw (not the beat's: its keys are the engine's own, not the shards'), and the last consume
+        # round completed with every held shard taken over (group created, pending claimed = writes, then a read). /health trusts an engine only when its round is newer than
         # its own failure and than any outage the gateway saw: Redis answering PING is not the engine
         # accepting commands.
         self._redis_error_ms = 0
@@ -269,6 +269,7 @@ class Engine:
         await self.streams.close()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
             await self._flush_metrics_and_heartbeat(alive=False)
+        with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):  # apart: a counters' node down keeps no lease
             await self.leases.release_all()
         self.log.info("engine.stop", commands=self.metrics.totals["commands"])
 
@@ -519,25 +520,34 @@ class Engine:
         prefix = self.config.prefix
         key = engine_stats_key(name, prefix)
         deltas = self._metrics_deltas()
-        # The counters in a send of their own, every command of it on their key (one node): the heartbeat's key and
-        # the engines' set share no slot with it on a Cluster, and one send of all would, when their node failed,
-        # count again at the next beat what the counters' node had already added (a failure of the counters' own
-        # send leaves them unsent as a whole, but for a connection lost between Redis's run and its reply).
-        counted: Exception | None = None
+        # The counters and the heartbeat in two sends, side by side: every command of the counters' on their key (one
+        # node), while the heartbeat's key and the engines' set share no slot with it on a Cluster. In one send, a
+        # failure of their node would have the next beat count again what the counters' node had already added; one
+        # after the other, a counters' node that does not answer would hold the heartbeat back a socket timeout.
+        counted, beaten = await asyncio.gather(self._send_counters(key, deltas), self._send_beat(name, beat, alive),
+                                               return_exceptions=True)
+        for failure in (counted, beaten):
+            if isinstance(failure, BaseException):
+                raise failure
+
+    async def _send_counters(self, key: str, deltas: dict[str, int]) -> None:
         try:
             async with self.client.pipeline(transaction=False) as pipe:
                 for field, amount in deltas.items():
                     pipe.hincrby(key, field, amount)
                 pipe.hset(key, mapping={"shards_held": len(self.leases.held)})
-                # Its counters before its name: a member without them was forgotten (storage.process_registry).
+                # Its counters before its name: a member without them was forgotten (storage.process_registry; not in
+                # order on a Redis Cluster: such a member is taken out and back at its next beat).
                 queue_beat_fields(pipe, key, self.heartbeat_ttl_ms)
                 await pipe.execute()
-        except Exception as error:  # noqa: BLE001 - raised below, after the heartbeat (which tells it is alive)
-            self.metrics.unsent(deltas)
-            counted = error
-        except BaseException:
+        except Exception:
+            # Not written: they go with the next beat (a connection lost between Redis's run and its reply counts
+            # them twice). A cancelled send (the engine stopping) is not sent again: it may have been applied.
             self.metrics.unsent(deltas)
             raise
+
+    async def _send_beat(self, name: str, beat: dict[str, Any], alive: bool) -> None:
+        prefix = self.config.prefix
         async with self.client.pipeline(transaction=False) as pipe:
             if alive:
                 pipe.set(engine_heartbeat_key(name, prefix), json.dumps(beat), px=self.heartbeat_ttl_ms)
@@ -549,8 +559,6 @@ class Engine:
                 pipe.delete(engine_heartbeat_key(name, prefix))
                 pipe.srem(engines_key(prefix), name)
             await pipe.execute()
-        if counted is not None:
-            raise counted
 
     def _metrics_deltas(self) -> dict[str, int]:
         """The counters' increments since the last flush, the room service's counts taken in."""

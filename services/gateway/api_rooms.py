@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import secrets
 import time
@@ -497,10 +498,16 @@ async def _overloaded_resend(gw: Gateway, request: Request, schema: type, room: 
 
 
 async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
-    body: JoinRoomRequest = decode_body(await request.body(), JoinRoomRequest)
-    if body.command_id is None or body.command_id != bots.bot_join_client_id(gw.bot_key, room, body.player):
-        # Not counted: a bots process's join of a seat handed to a bot (an id only the deployment's bot key makes).
-        # All of the deployment's bots join from one address, which would otherwise share one client's limit.
+    try:
+        body: JoinRoomRequest = decode_body(await request.body(), JoinRoomRequest)
+    except ApiError:
+        await gw.rate_limits.check_address(client_address(request))  # a body refused is counted as any other join
+        raise
+    if body.command_id is None or not hmac.compare_digest(
+            body.command_id.encode(), bots.bot_join_client_id(gw.bot_key, room, body.player).encode()):
+        # Not counted: a bots process's join of a seat handed to a bot (an id only the deployment's bot key makes, as
+        # secret as the seat's token). All of the deployment's bots join from one address, which would otherwise
+        # share one client's limit.
         await gw.rate_limits.check_address(client_address(request))
     ruleset = await gw.reader.ruleset_of(room)
     if ruleset is None:

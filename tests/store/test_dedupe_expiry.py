@@ -12,7 +12,7 @@ from forensics_support import RealmTable
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.archive import archive_room
 from almanac.storage.base import AppendRequest, Counted
-from almanac.storage.redis_store import RedisEventStore
+from almanac.storage.redis_store import REFUSAL_ONLY_MS, RedisEventStore
 
 RETAIN_MS = 200
 
@@ -148,3 +148,22 @@ async def test_an_archived_and_brought_back_room_still_answers_resends_whose_rec
     assert (await RoomService(engine_store).handle(refused)).duplicate
     assert await redis_client.keys(f"*:cmd:{room}-mine") == []  # it came back as an index entry, no record
     assert await redis_client.hlen(store.keys.command_ids(room)) == version  # each accepted command (an event each)
+
+
+async def test_a_create_over_a_room_leaves_an_answer_that_expires_even_when_records_are_kept_for_ever(redis_client
+                                                                                                       ) -> None:
+    # Given a store that keeps dedupe records for ever (ALMANAC_DEDUPE_RETAIN=0) and a realm room
+    store = RedisEventStore(redis_client, dedupe_retain_ms=0)
+    table = RealmTable(store, "for-ever")
+    await table.create("realm@1")
+    room, refusals = table.room, len(await store.rejections(table.room))
+    # When an outsider sends creates naming it, alone and in a batch
+    attempts = [CommandRecord(command_id=f"mal-{n}", room=room, player="mal", server_time_ms=95_000 + n,
+                              body={"kind": "create_room", "ruleset": "realm"}) for n in range(3)]
+    outcomes = [await table.service.handle(attempts[0]), *await table.service.handle_many(attempts[1:])]
+    # Then each is refused room_exists, nothing joins the room's refusal log, and each answer expires: no record kept
+    # outside the room's logs lives for ever (nothing would delete it, not even the room's archive)
+    assert [outcome.error["code"] for outcome in outcomes] == ["room_exists"] * 3
+    assert len(await store.rejections(room)) == refusals
+    for attempt in attempts:
+        assert 0 < await redis_client.pttl(store.keys.command_outcome(room, attempt.command_id)) <= REFUSAL_ONLY_MS
