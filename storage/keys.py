@@ -91,20 +91,15 @@ def ratelimit_prefix(prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:ratelimit"
 
 
-# A process's two keys, named alike for every kind (engine, projector, archiver): ``<kind>:stats:<name>`` (its
-# figures, no TTL) and ``<kind>:heartbeat:<name>`` (its beat, with one).
+# An engine's two keys keep the names they had from the start (not ``engine:stats:<name>`` like the projectors' and
+# archivers'): a key's name is its Cluster slot, and moving the stats key to another node showed that the counters
+# riding with an engine's outcomes stall every live shard's answers while that node is down (docs/architecture.md).
 def engine_stats_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
-    return f"{prefix}:engine:stats:{name}"
+    return f"{prefix}:metrics:engine:{name}"
 
 
 def engine_heartbeat_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
-    return f"{prefix}:engine:heartbeat:{name}"
-
-
-def legacy_engine_stats_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
-    """Where an engine's counters were kept before the names above (until 2026-12-06): an engine adopts them at its
-    start (services.engine.shard_engine.adopt_legacy_stats); nothing else reads it."""
-    return f"{prefix}:metrics:engine:{name}"
+    return f"{prefix}:engine:{name}:heartbeat"
 
 
 def engines_key(prefix: str = DEFAULT_PREFIX) -> str:

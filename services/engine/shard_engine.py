@@ -35,9 +35,9 @@ from almanac.services.room_service import ROOM_CACHE, BatchPlan, Outcome, RoomSe
 from almanac.services.settings import Settings, parse_shard_selection
 from almanac.storage.base import CommandLimited, Counted, Receipt
 from almanac.storage.command_streams import GROUP, CommandStreams, Entry, command_streams
-from almanac.storage.keys import engine_heartbeat_key, engine_stats_key, engines_key, legacy_engine_stats_key
+from almanac.storage.keys import engine_heartbeat_key, engine_stats_key, engines_key
 from almanac.storage.loader import RoomLoader
-from almanac.storage.process_registry import REGISTRY_FIELDS, queue_beat_fields
+from almanac.storage.process_registry import queue_beat_fields
 from almanac.storage.redis_errors import INFRASTRUCTURE_ERRORS, redis_failure, refuses_writes, stream_vanished
 from almanac.storage.redis_store import RedisEventStore
 
@@ -104,28 +104,6 @@ def heartbeat_ttl_ms(lease_ms: int) -> int:
     """How long an engine's heartbeat lives (unless its config says): three leases, at least 3 s. /health reads it for
     an engine whose figures do not say (storage.process_registry)."""
     return max(3 * lease_ms, 3000)
-
-
-async def adopt_legacy_stats(client: Any, name: str, prefix: str) -> bool:
-    """Add an engine's counters kept where they were before (``legacy_engine_stats_key``) to its stats key, then delete
-    the old key: added, not copied, since the new key may hold counts already (an engine whose adoption at start
-    failed, Redis away, beat on; an older engine of the same name counted into the old key during a rolling
-    upgrade). A start cut short between the adding and the deletion adds them again at its next start (two keys on
-    a Cluster's two slots: no one step holds both). Whether there was anything to adopt."""
-    legacy = legacy_engine_stats_key(name, prefix)
-    held = await client.hgetall(legacy)
-    if not held:
-        return False
-    stats = engine_stats_key(name, prefix)
-    counts = {field: int(value) for field, value in held.items()
-              if (field.decode() if isinstance(field, bytes) else field) not in (*REGISTRY_FIELDS, "shards_held")
-              and value.lstrip(b"-").isdigit()}
-    async with client.pipeline(transaction=False) as pipe:
-        for field, amount in counts.items():
-            pipe.hincrby(stats, field, amount)
-        await pipe.execute()
-    await client.delete(legacy)
-    return True
 
 
 class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -265,8 +243,6 @@ class Engine:
             return
         if self.config.durability == "replica":
             await require_replica(self.client)
-        with contextlib.suppress(*INFRASTRUCTURE_ERRORS):  # Redis away: adopted at a later start
-            await adopt_legacy_stats(self.client, self.config.name, self.config.prefix)
         self.log.info("engine.start", shards=self.config.shards, lease_ms=self.config.lease_ms,
                       batch_size=self.config.batch_size, pid=os.getpid())
         self._tasks = [

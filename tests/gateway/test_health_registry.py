@@ -37,7 +37,6 @@ from almanac.storage.keys import (
     engine_heartbeat_key,
     engine_stats_key,
     engines_key,
-    legacy_engine_stats_key,
     projector_stats_key,
     projectors_key,
 )
@@ -470,29 +469,6 @@ def test_readiness_after_an_outage_compares_how_long_ago_not_two_hosts_clocks(
     assert ready["behind"] is True and ready["ahead"] is False, health
     assert any(reason.startswith("engine ahead: no completed round") for reason in health["reasons"]), health
     assert not any(reason.startswith("engine behind") for reason in health["reasons"]), health
-
-
-def test_an_engine_adopts_the_counters_kept_under_its_name_before_once(redis_url: str, client: redis.Redis) -> None:
-    # Given engine "renamed-keys"'s counters where engines kept them before their keys were named like the
-    # projectors' and archivers' (<kind>:stats:<name>)
-    client.hset(legacy_engine_stats_key("renamed-keys"), mapping={"commands": 7, "batches": 3})
-
-    # When it starts (and stops)
-    asyncio.run(engine_registered(redis_url, "renamed-keys"))
-
-    # Then its counters carry on under its stats key and nothing is left under the old one
-    stats = client.hgetall(engine_stats_key("renamed-keys"))
-    assert int(stats[b"commands"]) == 7 and int(stats[b"batches"]) == 3, stats
-    assert not client.exists(legacy_engine_stats_key("renamed-keys"))
-
-    # And counts under the old key beside counts under the new one (an engine of the same name of the release
-    # before, during a rolling upgrade; an adoption at start that Redis did not answer) are added to them, never
-    # dropped
-    client.hset(legacy_engine_stats_key("renamed-keys"), mapping={"commands": 5, "heartbeat_ttl_ms": 3000})
-    asyncio.run(engine_registered(redis_url, "renamed-keys"))
-    stats = client.hgetall(engine_stats_key("renamed-keys"))
-    assert int(stats[b"commands"]) == 12 and int(stats[b"batches"]) == 3, stats
-    assert not client.exists(legacy_engine_stats_key("renamed-keys"))
 
 
 def test_an_engine_stopped_cleanly_leaves_the_set(redis_url: str, client: redis.Redis, tmp_path: Path) -> None:
