@@ -92,8 +92,9 @@ def ratelimit_prefix(prefix: str = DEFAULT_PREFIX) -> str:
 
 
 # An engine's two keys keep the names they had from the start (not ``engine:stats:<name>`` like the projectors' and
-# archivers'): a key's name is its Cluster slot, and moving the stats key to another node showed that the counters
-# riding with an engine's outcomes stall every live shard's answers while that node is down (docs/architecture.md).
+# archivers'). Renamed (tried twice), a gateway of the release before reads an engine's counters at the old name
+# during a rolling upgrade, finds none, takes the engine out of ``engines_key`` at each /health it answers, and the new
+# gateways' /health then answers 503 not_ready until the engine's next beat: a rollout's readiness probes flap.
 def engine_stats_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:metrics:engine:{name}"
 
