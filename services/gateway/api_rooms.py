@@ -272,7 +272,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     if body.bot_delay_ms and not body.bots and body.bot_after_missed is None and not body.seat_bots:
         raise ApiError(422, "bot_delay_without_bots", "a bot move delay goes with the seats handed to bots: send "
                        "`bots`, `bot_after_missed` or `seat_bots`, or no `bot_delay_ms`", "bot_delay_ms")
-    room = body.room or f"{decider.name}-{secrets.token_hex(5)}"
+    room = body.room or gw.created_room(decider.name, body.player, body.command_id)
     # The bots' seats are taken against the bound before the room exists, all at once (one script: racing creates
     # cannot pass it together), and given back if the create is refused: a refused create makes nothing.
     seated = [(room, seat) for seat in dict.fromkeys(body.bots)]
@@ -345,7 +345,8 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     "403 `not_room_owner` (an empty seat, another player's token), 409 `seat_held` (a seat another person "
     "holds), 409 `room_ended`, 422 `no_seat` / `no_seat_bot` / `no_bot_policy`, 429 `bot_seats_full` "
     "(ALMANAC_MAX_BOT_SEATS), 429 `bot_seats_rate_limited` (a player's token: its client address asked for more "
-    "than a hundredth of ALMANAC_MAX_BOT_SEATS, at least 16, this hour; Retry-After).",
+    "than a hundredth of ALMANAC_MAX_BOT_SEATS, at least 16, this hour; Retry-After), 429 `rate_limited` (a "
+    "player's token: its client address past ALMANAC_RATE_ANON; an auditor's: past ALMANAC_RATE_COMMANDS).",
     openapi_extra=openapi_body(BotSeatRequest) | TOKEN_REQUIRED,
     responses={403: {"description": "a token of another room, or not the room's creator for an empty seat"},
                409: {"description": "`seat_held`: a person holds the seat; `room_ended`"},
@@ -493,8 +494,16 @@ async def _overloaded_resend(gw: Gateway, request: Request, schema: type, room: 
         body = decode_body(await request.body(), schema)
     except ApiError:
         return False  # refused as overloaded, as any other request now
-    room = body.room if room is None else room
-    return room is not None and await _decided_resend(gw, room, body.player, body.command_id)
+    if room is None:
+        if body.room is not None:
+            room = body.room
+        else:  # a create naming no room: the one its command id makes (Gateway.created_room), if any
+            try:
+                name = registry.manifest(body.ruleset).decider.name
+            except RuleError:
+                return False
+            room = gw.created_room(name, body.player, body.command_id)
+    return await _decided_resend(gw, room, body.player, body.command_id)
 
 
 async def _join_room(gw: Gateway, request: Request, room: str) -> Response:

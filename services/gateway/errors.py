@@ -105,7 +105,8 @@ class ApiError(Exception):
         body: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.field is not None:
             body["field"] = self.field
-        body.update(self.extra)
+        # An extra given as None (``allowed`` where a refusal names none) is left out: the Error schema has no null.
+        body.update((name, value) for name, value in self.extra.items() if value is not None)
         return body
 
 

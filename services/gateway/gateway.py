@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
+import hmac
 import ipaddress
 import os
+import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -122,6 +125,9 @@ class Gateway:
         self.checkpoints = Checkpointer.from_settings(settings)
         # The deployment's bot key (services/bots.dice_key): a bots process's join id is derived under it.
         self.bot_key = bots.dice_key(self.checkpoints.secret)
+        # The key the room of a create that names none is derived under, from its player and command id
+        # (``created_room``).
+        self._room_key = hmac.new(self.checkpoints.secret, b"almanac created room ids", hashlib.sha256).digest()
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count, keys=self.keys, store=self.store)
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
@@ -288,6 +294,15 @@ class Gateway:
             version = await self.store.latest_version(room)
         checkpoint = await self.checkpoint(room, version, envelopes, shown=shown)
         return json_response({**body, "checkpoint": checkpoint}, status, headers)
+
+    def created_room(self, name: str, player: str, client_id: str | None) -> str:
+        """The room a create naming none makes: with a command id, the same for every resend of it (derived under
+        the deployment's key from the player and the id: a retried create finds its first room, and its answer,
+        rather than making another); without one, a new room each time."""
+        if client_id is None:
+            return f"{name}-{secrets.token_hex(5)}"
+        digest = hmac.new(self._room_key, f"{player}\0{client_id}".encode(), hashlib.sha256).hexdigest()
+        return f"{name}-{digest[:10]}"
 
     def overload_reason(self, address: str | None = None) -> str | None:
         """Why a new command cannot start now (None: it can): the one admission decision, whose refusal is 503

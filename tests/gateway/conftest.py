@@ -23,7 +23,7 @@ def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def api(stack: Stack) -> Iterator[TestClient]:
     """The gateway app in process (TestClient), talking to the real engine through Redis."""
     app = create_app(gateway_settings(stack))
-    # Every 2xx JSON answer any test gets must match the schema its operation declares (tests/api_contract.py).
+    # Every JSON answer any test gets must match the schema its operation declares (tests/api_contract.py).
     with TestClient(app, raise_server_exceptions=False) as client:
         client.event_hooks = {"request": [], "response": [ContractCheck(app.openapi())]}
         yield client
