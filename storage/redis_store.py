@@ -482,9 +482,12 @@ class RedisEventStore:
         outcome = StoredOutcome(room=request.room, error=request.error, record=request.record)
         script_keys = [self.keys.command_outcome(request.room, request.command_id), self.keys.rejected(request.room),
                        self.keys.command_ids(request.room)]
-        logged = request.kept and self.keeps_refusals(request.room)
-        return script_keys, [codec.encode(outcome), request.record, "" if logged else "q",
+        return script_keys, [codec.encode(outcome), request.record, "" if self._logs(request) else "q",
                              self.dedupe_retain_ms]
+
+    def _logs(self, request: RejectRequest) -> bool:
+        """Whether a refusal joins its room's refusal stream (else 'q': its outcome only, for the dedupe window)."""
+        return request.kept and self.keeps_refusals(request.room)
 
     def keeps_refusals(self, room: str) -> bool:
         """Whether a refusal for ``room`` joins its refusal stream (every room Redis holds; not a finished archived
@@ -604,7 +607,7 @@ class RedisEventStore:
             record = keys.command_outcome(room, request.command_id)
             if isinstance(request, RejectRequest):
                 script_keys += [record, keys.rejected(room), keys.command_ids(room)]
-                script_args += ["r" if request.kept and self.keeps_refusals(room) else "q", room,
+                script_args += ["r" if self._logs(request) else "q", room,
                                 encode(StoredOutcome(room=room, error=request.error, record=request.record)), request.record, *sent,
                                 ids_field(record)]
                 continue

@@ -208,9 +208,9 @@ class Engine:
         self.streams = streams or command_streams(client, self.keys, config.name, config.batch_size, config.block_ms)
         # Readiness, published in the heartbeat (epoch ms; 0 = not yet): the last Redis failure the lease or the
         # consume loop saw (not the beat's: its keys are the engine's own, not the shards'), and the last consume
-        # round completed with every held shard taken over (group created, pending claimed = writes, then a read). /health trusts an engine only when its round is newer than
-        # its own failure and than any outage the gateway saw: Redis answering PING is not the engine
-        # accepting commands.
+        # round completed with every held shard taken over (group created, pending claimed = writes, then a read).
+        # /health trusts an engine only when its round is newer than its own failure and than any outage the gateway
+        # saw: Redis answering PING is not the engine accepting commands.
         self._redis_error_ms = 0
         self._consumed_ms = 0
         # structlog's filtering logger: skip building command.done lines that would be dropped.

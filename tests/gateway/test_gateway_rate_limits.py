@@ -154,5 +154,9 @@ def test_a_bots_process_joins_its_seats_whatever_the_address_has_used(deployed) 
                              json={"player": seat, "command_id": bots.bot_join_client_id(key, room, seat)})
         # Then each join is answered: the deployment's bots share one address, and are not counted on it
         assert joined.status_code == 200, joined.text
-    # while anyone else's join from that address, with an id of its own, is still refused
-    assert_limited(client.post(f"/rooms/{room}/join", json={"player": "eve", "command_id": f"eve-{tag}"}))
+    # while anyone else's join from that address is still refused: an id of its own, or one of the bots' form made
+    # under another key (a forger's), or another seat's bot id
+    forged = bots.bot_join_client_id(b"a forger's key", room, "eve")
+    for player, command_id in (("eve", f"eve-{tag}"), ("eve", forged),
+                               ("eve", bots.bot_join_client_id(key, room, seats[0]))):
+        assert_limited(client.post(f"/rooms/{room}/join", json={"player": player, "command_id": command_id}))
