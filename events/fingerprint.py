@@ -66,6 +66,7 @@ code's fingerprint is not on the list, and ``verify`` names the revision a room'
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import tomllib
 from dataclasses import dataclass
@@ -284,13 +285,13 @@ def refuse_acting(tree: ast.AST, path: str, scope: ast.AST | None = None) -> Non
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _imported_from_unhashed(tree: ast.Module, package: str) -> dict[str, str]:
+def _imported_from_unhashed(nodes: list[ast.AST], package: str) -> dict[str, str]:
     """Names a module of ``package`` binds by importing from a module of it the fingerprint leaves out (``NOT_RULES``:
     presentation, the manifest, the bots): bound name -> what it is. Modules outside the package are not its
     rules' business."""
     unhashed = {name.removesuffix(".py") for name in NOT_RULES if name.endswith(".py")}
     bound: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and not (node.level or _within(node.module or "", package)):
             continue
         if isinstance(node, ast.Import):
@@ -317,24 +318,25 @@ def presentation_cut(path: str, text: str, package: str) -> str:
     """``text`` (the module ``path`` of ``package``) without its presentation functions (``PRESENTATION_FUNCTIONS``):
     the source the fingerprint hashes. Refused (``PresentationUsed``) if the rest uses presentation."""
     tree = ast.parse(text, filename=path)
-    cut = [node for node in ast.walk(tree)
+    nodes = list(ast.walk(tree))  # walked once: every process parses its rule-sets' modules as it starts
+    cut = [node for node in nodes
            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in PRESENTATION_FUNCTIONS]
     for function in cut:
         _refuse_acting_when_defined(function, path)
         refuse_acting(function, path, function)
-    unhashed = _imported_from_unhashed(tree, package)
+    unhashed = _imported_from_unhashed(nodes, package)
     stems = {name.removesuffix(".py") for name in NOT_RULES if name.endswith(".py")}
     inside = {id(child) for node in cut for child in ast.walk(node)}
     # A seat bot's rule may call its bot (how a bot plays is a player's business: its moves are decided like any
     # player's); nothing else of the rules may use the bots, the manifest or presentation.
     players = {name for name, what in unhashed.items() if set(what.rsplit(".", 2)[-2:]) & set(BOT_MODULES)}
-    in_seat_bot = {id(child) for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    in_seat_bot = {id(child) for node in nodes if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
                    and node.name == SEAT_BOT for child in ast.walk(node)}
     # strings a call is given or an item is looked up by: how code reaches a name without naming it
-    reaching = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
+    reaching = {id(arg) for node in nodes if isinstance(node, ast.Call)
                 for arg in [*node.args, *(keyword.value for keyword in node.keywords)]}
-    reaching |= {id(node.slice) for node in ast.walk(tree) if isinstance(node, ast.Subscript)}
-    for node in ast.walk(tree):
+    reaching |= {id(node.slice) for node in nodes if isinstance(node, ast.Subscript)}
+    for node in nodes:
         if id(node) in inside:
             continue
         used = ""
@@ -381,7 +383,10 @@ def _refuse_acting_when_defined(function: ast.FunctionDef | ast.AsyncFunctionDef
                                        f"yet its signature runs {ast.unparse(node)} when it is defined")
 
 
+@functools.cache
 def _hashed_content(path: str, content: bytes, package: str) -> bytes:
+    """What the fingerprint hashes of one file. Kept by its bytes: a process builds many manifests over the same
+    files (each version, ``dataclasses.replace``), and parsing and checking them was most of a process's start."""
     content = content.replace(b"\r\n", b"\n")
     if path.endswith(".py"):
         content = content.replace(b"\r", b"\n")  # Python ends a line at a lone \r too (the AST's numbering)
@@ -407,7 +412,7 @@ def package_fingerprint(module_name: str) -> str:
                                                                                unhashed=unhashed),
                                                                           key=lambda item: item[0])]
         for path, text in [*[(path, entry.read_bytes()) for path, entry in unhashed], *_parents_inits(package)]:
-            refuse_acting(ast.parse(text, filename=path), path)
+            _refuse_acting_source(path, text)
     else:
         module = import_module(module_name)
         source = module.__spec__.loader.get_source(module_name) if module.__spec__ else None
@@ -431,6 +436,12 @@ def _parents_inits(package: str) -> list[tuple[str, str]]:
         if source:
             found.append((f"{parent}/__init__.py", source))
     return found
+
+
+@functools.cache
+def _refuse_acting_source(path: str, text: str | bytes) -> None:
+    """``refuse_acting`` over a source the fingerprint leaves out; kept by its text, like ``_hashed_content``."""
+    refuse_acting(ast.parse(text, filename=path), path)
 
 
 def hashed_files(package: str) -> list[str]:
