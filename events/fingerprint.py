@@ -72,6 +72,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import import_module, machinery, resources
 from importlib.resources.abc import Traversable
+from typing import NamedTuple
 
 # Sources and the tables a rule-set may ship beside them; compiled files and caches are not the rules.
 # Python code in another form is hashed too: ``import`` prefers an extension module to a source of the same name
@@ -158,6 +159,27 @@ MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "append
 INERT_DECORATORS = ("staticmethod", "classmethod")
 
 
+def _children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes(node)`` as a list, in its order, without its two generators a node: the walks below are
+    most of a process's start (every process checks its rule-sets' modules as it builds their manifests)."""
+    children: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            children.append(value)
+        elif isinstance(value, list):
+            children.extend(item for item in value if isinstance(item, ast.AST))
+    return children
+
+
+def _walk(node: ast.AST) -> list[ast.AST]:
+    """``ast.walk(node)`` as a list, in its order (breadth first)."""
+    found = [node]
+    for visited in found:  # grows as it is read: each node's children join the end
+        found.extend(_children(visited))
+    return found
+
+
 def _chain(node: ast.expr) -> tuple[ast.expr, int]:
     """What an attribute or item chain starts from and how deep it reaches: (``table``, 2) for ``table[k].x``."""
     depth = 0
@@ -195,7 +217,7 @@ def _made_here(scope: ast.AST) -> dict[str, int]:
     new (``_fresh``): not its parameters, not what it imports, not a loop's items. Nested functions are their own
     scopes."""
     made: dict[str, int] = {}
-    stack = list(ast.iter_child_nodes(scope))
+    stack = _children(scope)
 
     def bind(name: str, depth: int) -> None:
         made[name] = min(made.get(name, depth), depth)
@@ -221,7 +243,7 @@ def _made_here(scope: ast.AST) -> dict[str, int]:
             continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
             bind(node.id, 0)  # a loop's item, a with's value: perhaps someone else's
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(_children(node))
     return made
 
 
@@ -243,7 +265,7 @@ def refuse_acting(tree: ast.AST, path: str, scope: ast.AST | None = None) -> Non
         raise UnhashedCodeActs(f"{path}, line {getattr(node, 'lineno', '?')}: code the fingerprint leaves out "
                                f"{what}; it may present the rules, never change them (events/fingerprint.py)")
 
-    stack = [tree] if tree is not scope else list(ast.iter_child_nodes(scope))
+    stack = [tree] if tree is not scope else _children(scope)
     while stack:
         node = stack.pop()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) and node is not scope:
@@ -282,16 +304,16 @@ def refuse_acting(tree: ast.AST, path: str, scope: ast.AST | None = None) -> Non
             root, depth = _chain(node.func.value)
             if not (isinstance(root, ast.Name) and depth + 1 <= own.get(root.id, 0)):
                 refuse(node, f"changes {ast.unparse(node.func.value)}, which it did not make")
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(_children(node))
 
 
-def _imported_from_unhashed(nodes: list[ast.AST], package: str) -> dict[str, str]:
+def _imported_from_unhashed(imports: tuple[ast.Import | ast.ImportFrom, ...], package: str) -> dict[str, str]:
     """Names a module of ``package`` binds by importing from a module of it the fingerprint leaves out (``NOT_RULES``:
     presentation, the manifest, the bots): bound name -> what it is. Modules outside the package are not its
     rules' business."""
     unhashed = {name.removesuffix(".py") for name in NOT_RULES if name.endswith(".py")}
     bound: dict[str, str] = {}
-    for node in nodes:
+    for node in imports:
         if isinstance(node, ast.ImportFrom) and not (node.level or _within(node.module or "", package)):
             continue
         if isinstance(node, ast.Import):
@@ -317,26 +339,21 @@ def _within(module: str, package: str) -> bool:
 def presentation_cut(path: str, text: str, package: str) -> str:
     """``text`` (the module ``path`` of ``package``) without its presentation functions (``PRESENTATION_FUNCTIONS``):
     the source the fingerprint hashes. Refused (``PresentationUsed``) if the rest uses presentation."""
-    tree = ast.parse(text, filename=path)
-    nodes = list(ast.walk(tree))  # walked once: every process parses its rule-sets' modules as it starts
-    cut = [node for node in nodes
-           if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in PRESENTATION_FUNCTIONS]
+    parsed = _parsed(text, path)
+    cut = [node for node in parsed.functions if node.name in PRESENTATION_FUNCTIONS]
     for function in cut:
         _refuse_acting_when_defined(function, path)
         refuse_acting(function, path, function)
-    unhashed = _imported_from_unhashed(nodes, package)
+    unhashed = _imported_from_unhashed(parsed.imports, package)
     stems = {name.removesuffix(".py") for name in NOT_RULES if name.endswith(".py")}
-    inside = {id(child) for node in cut for child in ast.walk(node)}
+    inside = {id(child) for node in cut for child in _walk(node)}
     # A seat bot's rule may call its bot (how a bot plays is a player's business: its moves are decided like any
     # player's); nothing else of the rules may use the bots, the manifest or presentation.
     players = {name for name, what in unhashed.items() if set(what.rsplit(".", 2)[-2:]) & set(BOT_MODULES)}
-    in_seat_bot = {id(child) for node in nodes if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                   and node.name == SEAT_BOT for child in ast.walk(node)}
+    in_seat_bot = {id(child) for node in parsed.functions if node.name == SEAT_BOT for child in _walk(node)}
     # strings a call is given or an item is looked up by: how code reaches a name without naming it
-    reaching = {id(arg) for node in nodes if isinstance(node, ast.Call)
-                for arg in [*node.args, *(keyword.value for keyword in node.keywords)]}
-    reaching |= {id(node.slice) for node in nodes if isinstance(node, ast.Subscript)}
-    for node in nodes:
+    reaching = parsed.reaching
+    for node in parsed.named:
         if id(node) in inside:
             continue
         used = ""
@@ -438,10 +455,54 @@ def _parents_inits(package: str) -> list[tuple[str, str]]:
     return found
 
 
-@functools.cache
 def _refuse_acting_source(path: str, text: str | bytes) -> None:
-    """``refuse_acting`` over a source the fingerprint leaves out; kept by its text, like ``_hashed_content``."""
-    refuse_acting(ast.parse(text, filename=path), path)
+    """``refuse_acting`` over a source the fingerprint leaves out, once per text a process has seen pass (realm@2's
+    fingerprint, over the whole realm package, meets realm@1's modules again under other paths)."""
+    if text not in _ACTS_NOTHING:
+        refuse_acting(_parsed(text, path).tree, path)
+        _ACTS_NOTHING.add(text)
+
+
+_ACTS_NOTHING: set[str | bytes] = set()  # sources ``refuse_acting`` passed: what passes once passes again
+
+
+class _Parsed(NamedTuple):
+    """A module's tree and the nodes ``presentation_cut`` looks at, each kind in ``ast.walk``'s order."""
+
+    tree: ast.Module
+    functions: tuple[ast.FunctionDef | ast.AsyncFunctionDef, ...]
+    imports: tuple[ast.Import | ast.ImportFrom, ...]
+    named: tuple[ast.Name | ast.Attribute | ast.Constant, ...]  # names, attributes and strings: what may name presentation
+    reaching: frozenset[int]  # ids of a call's arguments and of items looked up: how code reaches a name by a string
+
+
+def _parsed(text: str | bytes, path: str) -> _Parsed:
+    """``text`` parsed and walked once, kept by the text: every process parses its rule-sets' modules as it starts,
+    and a module hashed under two packages (realm@1's within realm@2's) is parsed once. Nothing changes a tree."""
+    try:
+        return _parse_and_walk(text)
+    except SyntaxError:
+        ast.parse(text, filename=path)  # raised again, naming the file
+        raise
+
+
+@functools.cache
+def _parse_and_walk(text: str | bytes) -> _Parsed:
+    tree = ast.parse(text)
+    functions, imports, named, reaching = [], [], [], set()
+    for node in _walk(tree):
+        if isinstance(node, ast.Name | ast.Attribute) or (isinstance(node, ast.Constant)
+                                                          and isinstance(node.value, str)):
+            named.append(node)
+        elif isinstance(node, ast.Call):
+            reaching.update(id(arg) for arg in [*node.args, *(keyword.value for keyword in node.keywords)])
+        elif isinstance(node, ast.Subscript):
+            reaching.add(id(node.slice))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions.append(node)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            imports.append(node)
+    return _Parsed(tree, tuple(functions), tuple(imports), tuple(named), frozenset(reaching))
 
 
 def hashed_files(package: str) -> list[str]:
