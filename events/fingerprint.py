@@ -403,7 +403,8 @@ def _refuse_acting_when_defined(function: ast.FunctionDef | ast.AsyncFunctionDef
 @functools.cache
 def _hashed_content(path: str, content: bytes, package: str) -> bytes:
     """What the fingerprint hashes of one file. Kept by its bytes: a process builds many manifests over the same
-    files (each version, ``dataclasses.replace``), and parsing and checking them was most of a process's start."""
+    files (each version, ``dataclasses.replace``), and parsing and checking them was most of a process's start.
+    (What it depends on besides its arguments is this module's constants: ``PRESENTATION_FUNCTIONS``, ``NOT_RULES``.)"""
     content = content.replace(b"\r\n", b"\n")
     if path.endswith(".py"):
         content = content.replace(b"\r", b"\n")  # Python ends a line at a lone \r too (the AST's numbering)
@@ -438,6 +439,7 @@ def package_fingerprint(module_name: str) -> str:
     for path, raw in sources:
         content = _hashed_content(path, raw, package or module_name)
         digest.update(path.encode() + b"\0" + str(len(content)).encode() + b"\0" + content)
+    _parse_and_walk.cache_clear()  # the trees were ~30 MB a process kept for nothing; what they gave stays kept
     return "sha256:" + digest.hexdigest()
 
 

@@ -160,12 +160,16 @@ def _longest_gap(times: list[float], start: float, end: float) -> float:
     return max(later - earlier for earlier, later in zip(inside, inside[1:], strict=False))
 
 
-def _host_gap(load: Load, killed_at: float) -> float:
-    """The longest stretch without an acknowledgement on any shard from its first one to the kill: what the host
-    alone made a lane wait, before anything failed."""
-    return max((_longest_gap(times, min(times), killed_at) for times in
-                ([t for t in list(load.acks_by_shard[shard]) if t <= killed_at] for shard in range(SHARDS)) if times),
-               default=0.0)
+def _host_gap(load: Load, killed_at: float, cap: float) -> float:
+    """The longest stretch without an acknowledgement on any shard in the WARMUP_S before the kill, when every
+    shard had taken one (``_kill_under_load`` waits for that): what the host alone made a lane wait before anything
+    failed. At most ``cap`` (the promotion): a stall the product itself makes before the kill must not buy a longer
+    one after it."""
+    start = killed_at - WARMUP_S
+    gaps = [_longest_gap(inside, max(start, min(inside)), killed_at) for inside in
+            ([t for t in list(load.acks_by_shard[shard]) if start <= t <= killed_at] for shard in range(SHARDS))
+            if inside]
+    return min(cap, max(gaps, default=cap))
 
 
 def _figures(gaps: dict[int, float]) -> str:
@@ -262,7 +266,7 @@ def _failovers(cluster: ReplicatedCluster, stack: ClusterStack, subscription: in
     # Until every shard has taken a command since its node took writes again, then SETTLE_S more. A shard still
     # stalled at twice that time fails the bound below as it did when this was a fixed wait of that length.
     _until_every_shard_acked(load, range(SHARDS), killed_at + recovered_s,
-                             deadline=killed_at + 2 * recovered_s + _host_gap(load, killed_at))
+                             deadline=killed_at + 2 * recovered_s + _host_gap(load, killed_at, recovered_s))
     time.sleep(SETTLE_S)
     first_end = time.monotonic()
     if durable:  # one failover is enough to show that nothing acknowledged is lost
@@ -297,7 +301,7 @@ def _failovers(cluster: ReplicatedCluster, stack: ClusterStack, subscription: in
         second_end = time.monotonic()
 
     # Figures: the promotions, and per shard the longest stretch without an acknowledgement.
-    host_gap = _host_gap(load, killed_at)
+    host_gap = _host_gap(load, killed_at, promotion_s)
     first_gaps = {shard: _longest_gap(load.acks_by_shard[shard], killed_at, first_end) for shard in range(SHARDS)}
     slowest = max((seconds for at, seconds, _ in load.latencies if at >= killed_at), default=0.0)
     # The cost of the durability level: the typical acknowledgement before any failover (same load).
