@@ -27,8 +27,9 @@ ALL_SHARDS = list(range(16))
 CREATE = {"kind": "create_room", "ruleset": "counter"}
 
 
-async def started(client: aioredis.Redis, name: str, line: PipelinedConnection | None = None) -> Engine:
-    engine = Engine(client, EngineConfig(name=name, shards=ALL_SHARDS, lease_ms=800),
+async def started(client: aioredis.Redis, name: str, line: PipelinedConnection | None = None,
+                  lease_ms: int = 800) -> Engine:
+    engine = Engine(client, EngineConfig(name=name, shards=ALL_SHARDS, lease_ms=lease_ms),
                     write_call=line.call if line is not None else None,
                     call_many=line.call_many if line is not None else None)
     await engine.start()
@@ -39,7 +40,10 @@ async def started(client: aioredis.Redis, name: str, line: PipelinedConnection |
 async def here(redis_client: aioredis.Redis) -> AsyncIterator[tuple[Engine, PipelinedConnection]]:
     """An engine serving its process's commands, holding every shard, writing on a pipelined connection."""
     line = PipelinedConnection(redis_client, 5.0)
-    engine = await started(redis_client, "here", line)
+    # A lease of 5 s: its margin (a quarter) is what a renewal may be late by before a shard stops being safely
+    # held and decide_here hands its command to the stream (None). With 800 ms, a suite run on a loaded host had a
+    # 0.2 s margin run out mid-story (one of these stories got None); none of them is about a lease lapsing.
+    engine = await started(redis_client, "here", line, lease_ms=5_000)
     await wait_for(lambda: _holds_all(engine), what="every lease")
     yield engine, line
     await engine.stop()
