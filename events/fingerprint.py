@@ -160,8 +160,9 @@ INERT_DECORATORS = ("staticmethod", "classmethod")
 
 
 def _children(node: ast.AST) -> list[ast.AST]:
-    """``ast.iter_child_nodes(node)`` as a list, in its order, without its two generators a node: the walks below are
-    most of a process's start (every process checks its rule-sets' modules as it builds their manifests)."""
+    """``ast.iter_child_nodes(node)`` as a list, in its order, without the two generators ast makes for each node: the
+    walks below were most of a process's start (every process checks its rule-sets' modules as it builds their
+    manifests)."""
     children: list[ast.AST] = []
     for name in node._fields:
         value = getattr(node, name, None)
