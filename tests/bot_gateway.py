@@ -71,5 +71,24 @@ async def served_gateway(redis_url: str, **env: str) -> AsyncIterator[Served]:
         yield Served(f"http://127.0.0.1:{settings.http_port}", settings, deployment_signer(settings), app)
     finally:
         server.should_exit = True
+        done, _ = await asyncio.wait({serving}, timeout=20)
+        if not done:  # say what it was waiting on (one CI run of the Cluster bot-seat story saw this, once)
+            raise AssertionError(f"the gateway did not stop within 20 s: {_stopping_state(server, serving)}")
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(serving, 20)
+            serving.result()
+
+
+def _stopping_state(server: uvicorn.Server, serving: asyncio.Task) -> str:
+    """Where a gateway that will not stop is: uvicorn's connections and tasks left, and every task's innermost frames."""
+    stacks = []
+    for task in asyncio.all_tasks():
+        awaiting, chain = task.get_coro(), []
+        while awaiting is not None and len(chain) < 12:  # a suspended coroutine's frames, outermost first
+            frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "ag_frame", None)
+            if frame is not None:
+                chain.append(f"{frame.f_code.co_name} ({frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno})")
+            awaiting = getattr(awaiting, "cr_await", None) or getattr(awaiting, "ag_await", None)
+        stacks.append(f"{task.get_name()}: " + " -> ".join(chain[-4:]))
+    serving.cancel()
+    return (f"{len(server.server_state.connections)} connections and {len(server.server_state.tasks)} tasks open, "
+            f"started {server.started}; tasks:\n" + "\n".join(sorted(stacks)))
