@@ -99,10 +99,10 @@ def _adopted_room(manifest, salt: str, index: int) -> str:
 
 
 def test_every_wide_game_the_golden_corpus_adopted_is_replayed_and_no_batch_records_it_again():
-    # Given the wide games the golden corpus adopted (golden.ADOPTED; golden.ADOPTED_LATER, empty in the frozen
-    # tests/golden), when the rooms of every written game of their version are read, then each adopted game is among
-    # the golden corpus' own games (its landed file), so the golden test replays it, and no grown batch records it
-    # a second time
+    # Given the wide games the golden corpus adopted (golden.ADOPTED: board@1's; golden.ADOPTED_LATER: claim@1's,
+    # realm@1's and @2's, sectors@1's, in tests/golden/corpus/adopted/), when the rooms of every written game of their
+    # version are read, then each adopted game is among the golden corpus' own games (its file or the adopted file
+    # beside it), so the golden test replays it, and no grown batch records it a second time
     adopted = {**golden.ADOPTED}
     for ref, games in golden.ADOPTED_LATER.items():
         adopted[ref] = (*adopted.get(ref, ()), *games)
@@ -115,7 +115,7 @@ def test_every_wide_game_the_golden_corpus_adopted_is_replayed_and_no_batch_reco
 
 
 def test_an_adopted_game_is_the_wide_game_the_golden_corpus_adopted():
-    # Given claim@1's wide game 9 (golden.ADOPTED's), when it is recorded as a grown batch's Adopted game and as the
+    # Given claim@1's wide game 9 (golden.ADOPTED_LATER's), when it is recorded as a grown batch's Adopted game and as the
     # golden corpus adopts a wide game (golden.build's ``adopted``: golden.play with the salt "wide" and the wide
     # recipes' index, as the mutation test's wide corpus plays it), then both are the same game byte for byte: room,
     # seed, clocks, commands, refusals, events and digests; the batch's description says which game it is

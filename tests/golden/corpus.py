@@ -232,15 +232,16 @@ WIDE_REPEAT = 4
 # adopt its games again.
 ADOPTED: dict[str, tuple[tuple[str, int], ...]] = {
     "board@1": tuple(("wide", index) for index in (1, 5, 15, 16, 82, 84, 87)),
+}
+# Wide games adopted after a version's corpus file was written. A written golden corpus is never changed (a
+# published version's recorded games replay for ever, byte for byte), so these are recorded in a file of their
+# own, ``corpus/adopted/<ref>.json.gz``, read beside it (``games_for``).
+ADOPTED_LATER: dict[str, tuple[tuple[str, int], ...]] = {
     "claim@1": (("wide", 9),),
     "realm@1": tuple(("wide", index) for index in (13, 28, 36, 41)),
     "realm@2": tuple(("wide", index) for index in (23, 47, 55)),
     "sectors@1": (("wide", 25), ("wide", 37)),
 }
-# Wide games adopted after a version's corpus file was written. A written golden corpus is never changed (a
-# published version's recorded games replay for ever, byte for byte), so these go in a file of their own,
-# ``corpus/adopted/<ref>.json.gz``, read beside it (``games_for``). None yet.
-ADOPTED_LATER: dict[str, tuple[tuple[str, int], ...]] = {}
 
 
 def recipes_for(manifest: Any) -> tuple[Recipe, ...]:
