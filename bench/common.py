@@ -40,9 +40,9 @@ def apply(state: Any, command: Any, room: str, player: str, log: list[Any], now_
 
 def play_trivial(commands: int, player: str = "bench") -> int:
     """The baseline: the same room path with the trivial rule-set (one counter event per command)."""
-    from almanac.bench.trivial import TRIVIAL, Add, trivial_rules  # noqa: PLC0415 - registered only when benchmarking
+    from almanac.bench.trivial import TRIVIAL, Add  # noqa: PLC0415 - registered only when benchmarking
 
-    registry.register(trivial_rules())
+    registry.register(TRIVIAL)
     log: list[Any] = []
     state = apply(None, room_rules.CreateRoom(ruleset=TRIVIAL.name), "trivial", player, log)
     state = apply(state, room_rules.JoinRoom(), "trivial", player, log)
@@ -73,9 +73,9 @@ def timed(function: Any, *args: Any) -> tuple[Any, float]:
 
 def trivial_log(events: int, room: str = "trivial") -> list[Envelope]:
     """A created trivial room followed by additions, ``events`` envelopes in all: the replay baseline."""
-    from almanac.bench.trivial import TRIVIAL, Added, trivial_rules  # noqa: PLC0415 - registered only when benchmarking
+    from almanac.bench.trivial import TRIVIAL, Added  # noqa: PLC0415 - registered only when benchmarking
 
-    registry.register(trivial_rules())
+    registry.register(TRIVIAL)
     log: list[Any] = []
     apply(None, room_rules.CreateRoom(ruleset=TRIVIAL.name), room, "bench", log)
     log += [Added(amount=1) for _ in range(events - 1)]

@@ -41,13 +41,13 @@ def _settings() -> Settings:
 
 def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     """The engine under test, in its own process, on the trivial rule-set and a private key prefix."""
-    from almanac.bench.trivial import trivial_rules  # noqa: PLC0415
+    from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.events import registry  # noqa: PLC0415
     from almanac.services.engine.shard_engine import Engine, EngineConfig  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
-    registry.register(trivial_rules())
+    registry.register(TRIVIAL)
     configure_logging("json", "warning")
 
     async def serve() -> None:
@@ -68,13 +68,13 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
 
 def _projector_process(url: str, prefix: str) -> None:
     """The projector, if the projections package has one, following the engine's feeds."""
-    from almanac.bench.trivial import trivial_rules  # noqa: PLC0415
+    from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.events import registry  # noqa: PLC0415
     from almanac.projections.projector import Projector  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
-    registry.register(trivial_rules())
+    registry.register(TRIVIAL)
     configure_logging("json", "warning")
     collect_less_often()  # as every `almanac` process does (this one does not start through the CLI)
 

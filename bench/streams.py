@@ -171,10 +171,10 @@ def _spread(values: list[float], fmt: str = "{:,.0f}") -> str:
 
 async def _run(url: str, runs: int, rooms: dict[str, int], long_commands: int, entries: int,
                settings: tuple[int, ...], console: Console) -> None:
-    from almanac.bench.trivial import trivial_rules  # noqa: PLC0415
+    from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
 
     with contextlib.suppress(Exception):  # already registered when run twice in one process
-        registry.register(trivial_rules())
+        registry.register(TRIVIAL)
     client = bootstrap.tool_client(url)
     original = (await client.config_get("stream-node-max-bytes"))["stream-node-max-bytes"]
     server = await client.info("server")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import msgspec
 
 from almanac.events.decider import Context
-from almanac.events.ruleset import RuleSet
 
 
 class TrivialOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -78,10 +76,3 @@ class TrivialDecider:
 
 
 TRIVIAL = TrivialDecider()
-
-
-@functools.cache
-def trivial_rules() -> RuleSet:
-    """The trivial rule-set's manifest, made once a process: its fingerprint hashes the whole almanac.bench package
-    (the Decider's), which took ~0.6 s each time a bare Decider was registered and wrapped anew."""
-    return RuleSet(decider=TRIVIAL)
