@@ -84,6 +84,22 @@ REWRITES = {
 }
 
 
+def test_what_a_process_keeps_of_its_checks_never_lets_a_refused_or_changed_source_through(copied):
+    # Given a copy of realm@1 fingerprinted once (its sources parsed, cut and checked, and what passed kept by its bytes)
+    folder = copied("realm@1")
+    first = fingerprint.package_fingerprint("copied")
+    # When an unhashed module is made to act, then it is refused, and refused again: a refusal is never kept
+    _append(folder / "summaries.py", REWRITES["setattr"])
+    for _ in range(2):
+        with pytest.raises(fingerprint.UnhashedCodeActs):
+            fingerprint.package_fingerprint("copied")
+    # and a hashed rule changed by one byte is hashed (and checked) anew, not taken from what was kept
+    _edit(folder / "summaries.py", "\n" + REWRITES["setattr"] + "\n", "")
+    assert fingerprint.package_fingerprint("copied") == first
+    _edit(folder / "data.py", "=", "= ")
+    assert fingerprint.package_fingerprint("copied") != first
+
+
 @pytest.mark.parametrize("unhashed", ["summaries.py", "audit.py", "manifest.py", "bot.py", "policy.py"])
 @pytest.mark.parametrize("how", sorted(REWRITES))
 def test_code_left_out_of_the_fingerprint_that_would_rewrite_the_rules_is_refused(copied, unhashed: str, how: str):
